@@ -1,0 +1,125 @@
+import type Database from 'better-sqlite3';
+import type { FileEvent, FilePurpose } from '../src/domain/file.js';
+import type { RecordedEvent } from '../src/event-store/event-store.js';
+import type { Projection } from './projection.js';
+import { statement } from './read-model-store.js';
+
+export const filesProjection: Projection = {
+  name: 'files',
+  version: 1,
+  create(db) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS files (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        id         TEXT    NOT NULL UNIQUE,
+        filename   TEXT    NOT NULL,
+        purpose    TEXT    NOT NULL,
+        bytes      INTEGER NOT NULL,
+        sha256     TEXT    NOT NULL,
+        blob_key   TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        status     TEXT    NOT NULL,
+        deleted_at INTEGER,
+        expired_at INTEGER
+      );
+      CREATE INDEX IF NOT EXISTS files_by_status_purpose ON files (status, purpose, seq);
+      CREATE INDEX IF NOT EXISTS files_by_expiry ON files (status, expires_at);
+    `);
+  },
+  drop(db) {
+    db.exec('DROP TABLE IF EXISTS files');
+  },
+  apply(db, recorded) {
+    const event = recorded as unknown as RecordedEvent & FileEvent;
+    switch (event.type) {
+      case 'FileUploaded':
+        statement(
+          db,
+          `INSERT INTO files (id, filename, purpose, bytes, sha256, blob_key, created_at, expires_at, status)
+           VALUES (@file_id, @filename, @purpose, @bytes, @sha256, @blob_key, @created_at, @expires_at, 'active')
+           ON CONFLICT (id) DO NOTHING`,
+        ).run(event.data);
+        return;
+      case 'FileDeleted':
+        statement(db, "UPDATE files SET status = 'deleted', deleted_at = ? WHERE id = ?").run(event.data.deleted_at, event.data.file_id);
+        return;
+      case 'FileExpired':
+        statement(db, "UPDATE files SET status = 'expired', expired_at = ? WHERE id = ?").run(event.data.expired_at, event.data.file_id);
+        return;
+    }
+  },
+};
+
+export interface FileRow {
+  readonly id: string;
+  readonly filename: string;
+  readonly purpose: FilePurpose;
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly blob_key: string;
+  readonly created_at: number;
+  readonly expires_at: number | null;
+}
+
+export interface FileListQuery {
+  readonly limit: number;
+  readonly order: 'asc' | 'desc';
+  readonly purpose?: FilePurpose;
+  /** Exclusive cursor: the id of the last file of the previous page. */
+  readonly after?: string;
+}
+
+export class UnknownCursorError extends Error {
+  override readonly name = 'UnknownCursorError';
+}
+
+const COLUMNS = 'seq, id, filename, purpose, bytes, sha256, blob_key, created_at, expires_at';
+
+/**
+ * Queries on the files read model. A file past its expires_at is gone for readers at once, even
+ * before the sweeper records FileExpired.
+ */
+export class FilesQueries {
+  constructor(private readonly db: Database.Database) {}
+
+  get(fileId: string, now: number): FileRow | undefined {
+    return this.db
+      .prepare<[string, number], FileRow>(
+        `SELECT ${COLUMNS} FROM files WHERE id = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)`,
+      )
+      .get(fileId, now);
+  }
+
+  list(query: FileListQuery, now: number): { data: FileRow[]; hasMore: boolean } {
+    const conditions = ["status = 'active'", '(expires_at IS NULL OR expires_at > @now)'];
+    const params: Record<string, unknown> = { now, limit: query.limit + 1 };
+    if (query.purpose) {
+      conditions.push('purpose = @purpose');
+      params.purpose = query.purpose;
+    }
+    if (query.after !== undefined) {
+      // Any file ever uploaded is a valid cursor, even if deleted since the page was served.
+      const cursor = this.db.prepare<[string], { seq: number }>('SELECT seq FROM files WHERE id = ?').get(query.after);
+      if (!cursor) throw new UnknownCursorError(`No file with id ${query.after} to list after`);
+      conditions.push(query.order === 'asc' ? 'seq > @cursor' : 'seq < @cursor');
+      params.cursor = cursor.seq;
+    }
+    const rows = this.db
+      .prepare<Record<string, unknown>, FileRow>(
+        `SELECT ${COLUMNS} FROM files WHERE ${conditions.join(' AND ')} ORDER BY seq ${query.order === 'asc' ? 'ASC' : 'DESC'} LIMIT @limit`,
+      )
+      .all(params);
+    const hasMore = rows.length > query.limit;
+    return { data: hasMore ? rows.slice(0, query.limit) : rows, hasMore };
+  }
+
+  /** Active files whose expires_at has passed, oldest expiry first. */
+  dueForExpiry(now: number, limit: number): FileRow[] {
+    return this.db
+      .prepare<[number, number], FileRow>(
+        `SELECT ${COLUMNS} FROM files WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
+      )
+      .all(now, limit);
+  }
+}

@@ -1,0 +1,167 @@
+import type Database from 'better-sqlite3';
+import type { Logger } from 'pino';
+import {
+  type EventStore,
+  type Position,
+  type RecordedEvent,
+  type Subscription,
+  comparePositions,
+  positionFromString,
+  positionToString,
+} from '../src/event-store/event-store.js';
+import type { Projection } from './projection.js';
+
+export class ProjectionTimeoutError extends Error {
+  override readonly name = 'ProjectionTimeoutError';
+}
+
+interface Waiter {
+  position: Position;
+  resolve: () => void;
+}
+
+/**
+ * Feeds the read models from a catch-up subscription to the whole log. Each batch of events and
+ * the checkpoints it moves commit in one SQLite transaction, so a read model never holds an event
+ * twice or misses one, whenever the process stops. Projections keep their own checkpoints; the
+ * subscription starts at the oldest, so a new or rebuilt projection catches up beside the others.
+ */
+export class Projector {
+  private readonly checkpoints = new Map<string, Position | undefined>();
+  private subscription: Subscription | undefined;
+  private waiters: Waiter[] = [];
+  private position: Position | undefined;
+  private headAtStart: Position | undefined;
+  private caughtUp = false;
+  private failure: Error | undefined;
+  /** Events applied since start, counted once per event whatever the number of projections. */
+  eventsApplied = 0;
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly db: Database.Database,
+    private readonly projections: readonly Projection[],
+    private readonly log: Pick<Logger, 'info' | 'error'>,
+  ) {}
+
+  async start(): Promise<void> {
+    this.prepareReadModels();
+    const from = this.oldestCheckpoint();
+    this.position = from;
+    this.headAtStart = await this.store.headPosition();
+    this.updateCaughtUp();
+    this.log.info(
+      { from: from ? positionToString(from) : 'start', head: this.headAtStart ? positionToString(this.headAtStart) : 'empty' },
+      'projections starting',
+    );
+    this.subscription = this.store.subscribeToAll(from ? { after: from } : {}, (events) => this.applyBatch(events));
+    this.subscription.done.catch((error: Error) => {
+      this.failure = error;
+      this.log.error({ err: error }, 'projections stopped: a read model could not apply an event');
+    });
+  }
+
+  /** Where the subscription starts: the oldest checkpoint; the log's start if any read model has none. */
+  private oldestCheckpoint(): Position | undefined {
+    let oldest: Position | undefined;
+    for (const checkpoint of this.checkpoints.values()) {
+      if (checkpoint === undefined) return undefined;
+      if (!oldest || comparePositions(checkpoint, oldest) < 0) oldest = checkpoint;
+    }
+    return oldest;
+  }
+
+  /** Creates missing read models and drops those whose version changed, so they rebuild. */
+  private prepareReadModels(): void {
+    const select = this.db.prepare<[string], { version: number; position: string | null }>(
+      'SELECT version, position FROM projection_checkpoints WHERE name = ?',
+    );
+    const upsert = this.db.prepare(
+      'INSERT INTO projection_checkpoints (name, version, position) VALUES (?, ?, NULL) ON CONFLICT (name) DO UPDATE SET version = excluded.version, position = NULL',
+    );
+    this.db.transaction(() => {
+      for (const projection of this.projections) {
+        const stored = select.get(projection.name);
+        if (stored && stored.version === projection.version) {
+          projection.create(this.db);
+          this.checkpoints.set(projection.name, stored.position === null ? undefined : positionFromString(stored.position));
+          continue;
+        }
+        if (stored) this.log.info({ projection: projection.name, from: stored.version, to: projection.version }, 'rebuilding read model');
+        projection.drop(this.db);
+        projection.create(this.db);
+        upsert.run(projection.name, projection.version);
+        this.checkpoints.set(projection.name, undefined);
+      }
+    })();
+  }
+
+  private applyBatch(events: readonly RecordedEvent[]): void {
+    const last = events[events.length - 1];
+    if (!last) return;
+    const save = this.db.prepare('UPDATE projection_checkpoints SET position = ? WHERE name = ?');
+    this.db.transaction(() => {
+      for (const event of events) {
+        for (const projection of this.projections) {
+          const checkpoint = this.checkpoints.get(projection.name);
+          if (checkpoint === undefined || comparePositions(event.position, checkpoint) > 0) projection.apply(this.db, event);
+        }
+      }
+      for (const projection of this.projections) save.run(positionToString(last.position), projection.name);
+    })();
+    for (const projection of this.projections) this.checkpoints.set(projection.name, last.position);
+    this.eventsApplied += events.length;
+    this.position = last.position;
+    this.updateCaughtUp();
+    this.releaseWaiters();
+  }
+
+  private updateCaughtUp(): void {
+    if (this.caughtUp) return;
+    this.caughtUp = this.headAtStart === undefined || (this.position !== undefined && comparePositions(this.position, this.headAtStart) >= 0);
+    if (this.caughtUp) this.log.info({ position: this.position ? positionToString(this.position) : 'start' }, 'projections caught up');
+  }
+
+  private releaseWaiters(): void {
+    const current = this.position;
+    if (!current) return;
+    const still: Waiter[] = [];
+    for (const waiter of this.waiters) {
+      if (comparePositions(waiter.position, current) <= 0) waiter.resolve();
+      else still.push(waiter);
+    }
+    this.waiters = still;
+  }
+
+  /** Resolves once every read model holds the event at `position` (read-your-writes). */
+  waitFor(position: Position, timeoutMs = 10_000): Promise<void> {
+    if (this.position && comparePositions(position, this.position) <= 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((waiter) => waiter !== entry);
+        reject(new ProjectionTimeoutError(`read models did not reach ${positionToString(position)} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const entry: Waiter = {
+        position,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      this.waiters.push(entry);
+    });
+  }
+
+  status(): { caughtUp: boolean; failed: string | undefined; position: string | undefined } {
+    return {
+      caughtUp: this.caughtUp && !this.failure,
+      failed: this.failure?.message,
+      position: this.position ? positionToString(this.position) : undefined,
+    };
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.stop();
+    this.subscription = undefined;
+  }
+}

@@ -1,0 +1,82 @@
+import { randomUUID } from 'node:crypto';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Rejection } from '../domain/rejection.js';
+import {
+  type AppendResult,
+  type EventMetadata,
+  type EventStore,
+  type NewEvent,
+  WrongExpectedRevisionError,
+} from '../event-store/event-store.js';
+
+export interface DomainEvent {
+  readonly type: string;
+  readonly data: object;
+}
+
+export interface Decider<Command, State, Event extends DomainEvent> {
+  decide(command: Command, state: State): E.Either<Rejection, Event[]>;
+  evolve(state: State, event: Event): State;
+  readonly initialState: State;
+}
+
+export interface Handled<State, Event> {
+  readonly events: Event[];
+  readonly state: State;
+  /** Where the events landed; undefined when the decision produced no event. */
+  readonly appended: AppendResult | undefined;
+}
+
+/** Schema version written with every new event; readers upcast older ones. */
+const SCHEMA_VERSION = 1;
+const MAX_ATTEMPTS = 5;
+
+export async function loadState<State, Event extends DomainEvent>(
+  store: EventStore,
+  streamName: string,
+  decider: Pick<Decider<unknown, State, Event>, 'evolve' | 'initialState'>,
+): Promise<{ state: State; revision: bigint | undefined }> {
+  let state = decider.initialState;
+  let revision: bigint | undefined;
+  for await (const recorded of store.readStream(streamName)) {
+    state = decider.evolve(state, { type: recorded.type, data: recorded.data } as unknown as Event);
+    revision = recorded.revision;
+  }
+  return { state, revision };
+}
+
+/**
+ * Load a stream, decide, append with the revision that was read. A concurrent writer makes the
+ * append fail; then the whole cycle runs again on the fresh state.
+ */
+export async function handleCommand<Command, State, Event extends DomainEvent>(
+  store: EventStore,
+  streamName: string,
+  decider: Decider<Command, State, Event>,
+  command: Command,
+  options: { metadata?: Omit<EventMetadata, 'schemaVersion'>; eventIds?: (event: Event, index: number) => string } = {},
+): Promise<E.Either<Rejection, Handled<State, Event>>> {
+  for (let attempt = 1; ; attempt++) {
+    const { state, revision } = await loadState(store, streamName, decider);
+    const decision = decider.decide(command, state);
+    if (E.isLeft(decision)) return decision;
+    const events = decision.right;
+    const next = events.reduce(decider.evolve, state);
+    if (events.length === 0) return E.right({ events, state: next, appended: undefined });
+    const toAppend: NewEvent[] = events.map((event, index) => ({
+      id: options.eventIds?.(event, index) ?? randomUUID(),
+      type: event.type,
+      data: event.data as Record<string, unknown>,
+      metadata: { ...options.metadata, schemaVersion: SCHEMA_VERSION },
+    }));
+    try {
+      const appended = await store.appendToStream(streamName, toAppend, {
+        expectedRevision: revision ?? 'no_stream',
+      });
+      return E.right({ events, state: next, appended });
+    } catch (error) {
+      if (error instanceof WrongExpectedRevisionError && attempt < MAX_ATTEMPTS) continue;
+      throw error;
+    }
+  }
+}

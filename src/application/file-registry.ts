@@ -1,0 +1,119 @@
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import type { BlobStore } from '../blob-store/blob-store.js';
+import { ByteMeter } from '../blob-store/byte-meter.js';
+import type { Clock } from '../clock.js';
+import {
+  type FileCommand,
+  type FileEvent,
+  type FileFacts,
+  type FileState,
+  decideFile,
+  evolveFile,
+  fileStreamName,
+  initialFileState,
+} from '../domain/file.js';
+import type { Rejection } from '../domain/rejection.js';
+import type { EventMetadata, EventStore } from '../event-store/event-store.js';
+import type { Projector } from '../../projections/projector.js';
+import { type Decider, handleCommand } from './command-handler.js';
+
+const fileDecider: Decider<FileCommand, FileState, FileEvent> = {
+  decide: decideFile,
+  evolve: evolveFile,
+  initialState: initialFileState,
+};
+
+export type CommandMetadata = Omit<EventMetadata, 'schemaVersion'>;
+
+export const fileBlobKey = (fileId: string): string => `files/${fileId}`;
+
+/**
+ * Files as the application sees them: content in the blob store, facts in the event log. Content
+ * is stored in full before the FileUploaded event is appended, and removed again if the append
+ * does not happen, so the log never names content that is not there.
+ */
+export class FileRegistry {
+  constructor(
+    private readonly deps: {
+      eventStore: EventStore;
+      blobStore: BlobStore;
+      projector: Projector;
+      clock: Clock;
+      log: Pick<Logger, 'warn'>;
+    },
+  ) {}
+
+  /** Streams content into the blob store, counting and hashing it; cut off past the limit. */
+  async storeContent(
+    fileId: string,
+    body: Readable,
+    limit: { bytes: number; name: string },
+  ): Promise<{ blobKey: string; bytes: number; sha256: string }> {
+    const blobKey = fileBlobKey(fileId);
+    const meter = new ByteMeter(limit);
+    const stored = this.deps.blobStore.put(blobKey, meter);
+    // Whichever side fails first, both are awaited so no write is left running.
+    const [piped, put] = await Promise.allSettled([pipeline(body, meter), stored]);
+    if (piped.status === 'rejected') throw piped.reason;
+    if (put.status === 'rejected') throw put.reason;
+    return { blobKey, bytes: meter.bytes, sha256: meter.digest() };
+  }
+
+  async discardContent(blobKey: string): Promise<void> {
+    await this.deps.blobStore.delete(blobKey);
+  }
+
+  /** Records an uploaded file; the read models hold it when this returns. */
+  async register(file: FileFacts, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
+    let outcome;
+    try {
+      outcome = await handleCommand(this.deps.eventStore, fileStreamName(file.fileId), fileDecider, { type: 'RegisterFile', file }, { metadata });
+    } catch (error) {
+      await this.discardContent(file.blobKey);
+      throw error;
+    }
+    if (E.isLeft(outcome)) {
+      await this.discardContent(file.blobKey);
+      return outcome;
+    }
+    await this.settle(outcome.right.appended?.position);
+    return E.right(file);
+  }
+
+  async delete(fileId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
+    return this.remove({ type: 'DeleteFile', fileId, at: this.deps.clock.nowSeconds() }, metadata);
+  }
+
+  async expire(fileId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
+    return this.remove({ type: 'ExpireFile', fileId, at: this.deps.clock.nowSeconds() }, metadata);
+  }
+
+  private async remove(command: FileCommand & { fileId: string }, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
+    const outcome = await handleCommand(this.deps.eventStore, fileStreamName(command.fileId), fileDecider, command, { metadata });
+    if (E.isLeft(outcome)) return outcome;
+    const state = outcome.right.state;
+    if (state.status === 'absent') throw new Error(`file ${command.fileId} vanished while being removed`);
+    // The event is the fact; content removal follows it and is safe to repeat.
+    await this.discardContent(state.file.blobKey);
+    await this.settle(outcome.right.appended?.position);
+    return E.right(state.file);
+  }
+
+  async openContent(blobKey: string): Promise<Readable> {
+    return this.deps.blobStore.get(blobKey);
+  }
+
+  /** Read-your-writes: wait until the read models hold what was just appended. */
+  private async settle(position: Parameters<Projector['waitFor']>[0] | undefined): Promise<void> {
+    if (!position) return;
+    try {
+      await this.deps.projector.waitFor(position);
+    } catch (error) {
+      // The event is durable; a slow read model only delays when it shows.
+      this.deps.log.warn({ err: error }, 'read models lag behind a write');
+    }
+  }
+}

@@ -1,0 +1,36 @@
+import type { Readable } from 'node:stream';
+
+// The blob store port: file contents, generated outputs, staged checkpoints. Both adapters (a local
+// directory, S3) are held to it by one contract suite (test/blob-store.contract.ts).
+
+export interface BlobStore {
+  /**
+   * Stores the stream under key, all or nothing: if the stream fails or is destroyed, no object
+   * (and no partial object) is left under key, and the error is rethrown.
+   */
+  put(key: string, body: Readable): Promise<void>;
+  /** The object's bytes, or a byte range of them (end inclusive); BlobNotFoundError if absent. */
+  get(key: string, range?: { start: number; end: number }): Promise<Readable>;
+  /** The object's size, or undefined if there is none. */
+  head(key: string): Promise<{ size: number } | undefined>;
+  /** Removes the object; removing an absent object is not an error. */
+  delete(key: string): Promise<void>;
+  /** Keys under a prefix, in no particular order. */
+  list(prefix: string): AsyncIterable<string>;
+  /** Where objects live, for logs and /ready. */
+  readonly description: string;
+}
+
+export class BlobNotFoundError extends Error {
+  override readonly name = 'BlobNotFoundError';
+  constructor(readonly key: string) {
+    super(`no blob under ${key}`);
+  }
+}
+
+/** Keys are relative paths of safe segments; they never come from a client. */
+export function assertBlobKey(key: string): void {
+  if (!/^[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/.test(key) || key.split('/').some((part) => part === '..' || part === '.')) {
+    throw new Error(`invalid blob key ${JSON.stringify(key)}`);
+  }
+}

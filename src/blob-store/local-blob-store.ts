@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, opendir, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+
+/**
+ * Blobs as files under a directory. A put writes to a hidden sibling and renames it into place
+ * once the stream has ended and been flushed, so a reader never sees half an object.
+ */
+export class LocalBlobStore implements BlobStore {
+  readonly description: string;
+
+  constructor(private readonly root: string) {
+    this.description = `local directory ${root}`;
+  }
+
+  private pathOf(key: string): string {
+    assertBlobKey(key);
+    return join(this.root, ...key.split('/'));
+  }
+
+  async put(key: string, body: Readable): Promise<void> {
+    const path = this.pathOf(key);
+    await mkdir(dirname(path), { recursive: true });
+    const partial = join(dirname(path), `.${randomUUID()}.partial`);
+    try {
+      await pipeline(body, createWriteStream(partial, { flush: true }));
+      await rename(partial, path);
+    } catch (error) {
+      await rm(partial, { force: true });
+      throw error;
+    }
+  }
+
+  async get(key: string, range?: { start: number; end: number }): Promise<Readable> {
+    const path = this.pathOf(key);
+    const stream = createReadStream(path, range ? { start: range.start, end: range.end } : {});
+    // Surface a missing file as BlobNotFoundError now rather than as a stream error later.
+    await new Promise<void>((resolve, reject) => {
+      stream.once('open', () => resolve());
+      stream.once('error', (error: NodeJS.ErrnoException) =>
+        reject(error.code === 'ENOENT' ? new BlobNotFoundError(key) : error),
+      );
+    });
+    return stream;
+  }
+
+  async head(key: string): Promise<{ size: number } | undefined> {
+    try {
+      const info = await stat(this.pathOf(key));
+      return info.isFile() ? { size: info.size } : undefined;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await rm(this.pathOf(key), { force: true });
+  }
+
+  async *list(prefix: string): AsyncIterable<string> {
+    yield* walk(this.root, this.root, prefix);
+  }
+}
+
+async function* walk(root: string, dir: string, prefix: string): AsyncIterable<string> {
+  let entries;
+  try {
+    entries = await opendir(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw error;
+  }
+  for await (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) yield* walk(root, path, prefix);
+    else if (entry.isFile() && !entry.name.endsWith('.partial')) {
+      const key = relative(root, path).split(sep).join('/');
+      if (key.startsWith(prefix)) yield key;
+    }
+  }
+}

@@ -1,0 +1,183 @@
+import type { Readable } from 'node:stream';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+
+export interface S3Location {
+  readonly bucket: string;
+  /** Key prefix without leading or trailing slash; '' for the bucket's root. */
+  readonly prefix: string;
+}
+
+/** Parses `s3://bucket` or `s3://bucket/some/prefix[/]`. */
+export function parseS3Url(url: string): S3Location {
+  const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);
+  if (!match) throw new Error(`not an s3://bucket/prefix location: ${JSON.stringify(url)}`);
+  const prefix = (match[2] ?? '').replace(/^\/+|\/+$/g, '');
+  return { bucket: match[1]!, prefix };
+}
+
+export interface S3ClientSettings {
+  readonly region?: string;
+  readonly endpoint?: string;
+  readonly forcePathStyle?: boolean;
+}
+
+/**
+ * An S3 client that honours the SDK's standard settings (credentials chain, AWS_REGION,
+ * AWS_ENDPOINT_URL_S3). Checksums are computed only where S3 requires them: many S3-compatible
+ * servers store the aws-chunked framing of the newer default as object content.
+ */
+export function createS3Client(settings: S3ClientSettings = {}): S3Client {
+  return new S3Client({
+    region: settings.region ?? 'us-east-1',
+    ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
+    forcePathStyle: settings.forcePathStyle ?? false,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}
+
+const MIB = 1024 * 1024;
+
+/**
+ * Blobs as S3 objects. A put streams the body as a multipart upload, holding at most
+ * (concurrency + 1) parts in memory whatever the object's size; a body smaller than one part goes
+ * up as a single PutObject. A failed put aborts the multipart upload, so nothing is left behind.
+ */
+export class S3BlobStore implements BlobStore {
+  readonly description: string;
+
+  constructor(
+    private readonly client: S3Client,
+    private readonly location: S3Location,
+    private readonly partSize = 8 * MIB,
+    private readonly concurrency = 2,
+  ) {
+    if (partSize < 5 * MIB) throw new Error('S3 multipart parts must be at least 5 MiB');
+    this.description = `s3://${location.bucket}/${location.prefix}`;
+  }
+
+  private objectKey(key: string): string {
+    assertBlobKey(key);
+    return this.location.prefix ? `${this.location.prefix}/${key}` : key;
+  }
+
+  async put(key: string, body: Readable): Promise<void> {
+    const Bucket = this.location.bucket;
+    const Key = this.objectKey(key);
+    let uploadId: string | undefined;
+    const completed: { PartNumber: number; ETag: string }[] = [];
+    const inFlight = new Set<Promise<void>>();
+    let buffered: Buffer[] = [];
+    let bufferedBytes = 0;
+    let partNumber = 0;
+
+    const sendPart = async (part: Buffer) => {
+      if (uploadId === undefined) {
+        const created = await this.client.send(new CreateMultipartUploadCommand({ Bucket, Key }));
+        if (!created.UploadId) throw new Error(`S3 returned no upload id for ${Key}`);
+        uploadId = created.UploadId;
+      }
+      const PartNumber = ++partNumber;
+      const upload = this.client
+        .send(new UploadPartCommand({ Bucket, Key, UploadId: uploadId, PartNumber, Body: part, ContentLength: part.length }))
+        .then((answer) => {
+          completed.push({ PartNumber, ETag: answer.ETag ?? '' });
+        })
+        .finally(() => inFlight.delete(upload));
+      upload.catch(() => undefined); // observed below, by race or all
+      inFlight.add(upload);
+      if (inFlight.size >= this.concurrency) await Promise.race(inFlight);
+    };
+    const takeBuffered = () => {
+      const part = Buffer.concat(buffered, bufferedBytes);
+      buffered = [];
+      bufferedBytes = 0;
+      return part;
+    };
+
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        buffered.push(chunk);
+        bufferedBytes += chunk.length;
+        if (bufferedBytes >= this.partSize) await sendPart(takeBuffered());
+      }
+      if (uploadId === undefined) {
+        const whole = takeBuffered();
+        await this.client.send(new PutObjectCommand({ Bucket, Key, Body: whole, ContentLength: whole.length }));
+        return;
+      }
+      if (bufferedBytes > 0) await sendPart(takeBuffered());
+      await Promise.all(inFlight);
+      completed.sort((a, b) => a.PartNumber - b.PartNumber);
+      await this.client.send(
+        new CompleteMultipartUploadCommand({ Bucket, Key, UploadId: uploadId, MultipartUpload: { Parts: completed } }),
+      );
+    } catch (error) {
+      body.destroy();
+      await Promise.allSettled(inFlight);
+      if (uploadId !== undefined) {
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId: uploadId })).catch(() => undefined);
+      }
+      throw error;
+    }
+  }
+
+  async get(key: string, range?: { start: number; end: number }): Promise<Readable> {
+    try {
+      const answer = await this.client.send(
+        new GetObjectCommand({
+          Bucket: this.location.bucket,
+          Key: this.objectKey(key),
+          ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
+        }),
+      );
+      return answer.Body as Readable;
+    } catch (error) {
+      if (isNotFound(error)) throw new BlobNotFoundError(key);
+      throw error;
+    }
+  }
+
+  async head(key: string): Promise<{ size: number } | undefined> {
+    try {
+      const answer = await this.client.send(new HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(key) }));
+      return { size: answer.ContentLength ?? 0 };
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(key) }));
+  }
+
+  async *list(prefix: string): AsyncIterable<string> {
+    const root = this.location.prefix ? `${this.location.prefix}/` : '';
+    let ContinuationToken: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix: root + prefix, ContinuationToken }),
+      );
+      for (const object of page.Contents ?? []) if (object.Key) yield object.Key.slice(root.length);
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (ContinuationToken);
+  }
+}
+
+function isNotFound(error: unknown): boolean {
+  const candidate = error as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return candidate.name === 'NoSuchKey' || candidate.name === 'NotFound' || candidate.$metadata?.httpStatusCode === 404;
+}

@@ -1,0 +1,97 @@
+import { isAbsolute, resolve } from 'node:path';
+import { parseS3Url, type S3Location } from './blob-store/s3-blob-store.js';
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly dataDir: string;
+  /** undefined: generate one on first start and keep it under dataDir. */
+  readonly apiKey: string | undefined;
+  /** undefined: the embedded SQLite event store under dataDir. */
+  readonly eventStoreUrl: string | undefined;
+  /** undefined: a local directory under dataDir. */
+  readonly blobStore: S3Location | undefined;
+  readonly s3: { readonly region: string | undefined; readonly endpoint: string | undefined; readonly forcePathStyle: boolean };
+  readonly logLevel: string;
+  /** How often expired files are looked for. */
+  readonly fileSweepIntervalSeconds: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`);
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Reads and checks the environment; every bad value is reported at once, by name. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
+  const problems: string[] = [];
+  const value = (name: string) => {
+    const raw = env[name];
+    return raw === undefined || raw.trim() === '' ? undefined : raw.trim();
+  };
+  const integer = (name: string, fallback: number, min: number, max: number) => {
+    const raw = value(name);
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+      return fallback;
+    }
+    return Number(raw);
+  };
+
+  const port = integer('PORT', 8080, 0, 65535);
+  const host = value('HOST') ?? '127.0.0.1';
+  const dataDirRaw = value('DATA_DIR') ?? './data';
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw);
+
+  const apiKey = value('API_KEY');
+  if (apiKey !== undefined && (apiKey.length < 16 || /\s/.test(apiKey))) {
+    problems.push('API_KEY must be at least 16 characters with no white space');
+  }
+
+  const eventStoreUrl = value('EVENTSTORE_URL');
+  if (eventStoreUrl !== undefined && !/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\/\S+$/.test(eventStoreUrl)) {
+    problems.push(`EVENTSTORE_URL must be an esdb:// or kurrentdb:// connection string, got ${JSON.stringify(eventStoreUrl)}`);
+  }
+
+  let blobStore: S3Location | undefined;
+  const blobStoreRaw = value('BLOB_STORE');
+  if (blobStoreRaw !== undefined) {
+    try {
+      blobStore = parseS3Url(blobStoreRaw);
+    } catch {
+      problems.push(`BLOB_STORE must be unset (local directory) or s3://bucket/prefix, got ${JSON.stringify(blobStoreRaw)}`);
+    }
+  }
+
+  const forcePathStyleRaw = value('S3_FORCE_PATH_STYLE');
+  if (forcePathStyleRaw !== undefined && !['true', 'false'].includes(forcePathStyleRaw)) {
+    problems.push(`S3_FORCE_PATH_STYLE must be true or false, got ${JSON.stringify(forcePathStyleRaw)}`);
+  }
+  const endpoint = value('AWS_ENDPOINT_URL_S3') ?? value('AWS_ENDPOINT_URL');
+  if (endpoint !== undefined && !/^https?:\/\/\S+$/.test(endpoint)) {
+    problems.push(`AWS_ENDPOINT_URL_S3 must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
+  }
+
+  const logLevel = value('LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
+
+  const fileSweepIntervalSeconds = integer('FILE_SWEEP_INTERVAL_SECONDS', 60, 1, 86400);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    port,
+    host,
+    dataDir,
+    apiKey,
+    eventStoreUrl: eventStoreUrl?.replace(/^(kurrentdb|kdb)/, 'esdb'),
+    blobStore,
+    s3: { region: value('AWS_REGION') ?? value('AWS_DEFAULT_REGION'), endpoint, forcePathStyle: forcePathStyleRaw === 'true' },
+    logLevel,
+    fileSweepIntervalSeconds,
+  };
+}

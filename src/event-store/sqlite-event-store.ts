@@ -1,0 +1,233 @@
+import { EventEmitter } from 'node:events';
+import Database from 'better-sqlite3';
+import {
+  type AppendResult,
+  type EventBatchHandler,
+  type EventStore,
+  type ExpectedRevision,
+  IdempotencyConflictError,
+  type NewEvent,
+  type Position,
+  type RecordedEvent,
+  type Subscription,
+  WrongExpectedRevisionError,
+} from './event-store.js';
+
+interface EventRow {
+  position: number;
+  event_id: string;
+  stream_name: string;
+  revision: number;
+  type: string;
+  data: string;
+  metadata: string;
+  recorded_at: number;
+}
+
+const PAGE_SIZE = 1000;
+
+/**
+ * The embedded event store: one SQLite file in WAL mode with synchronous=FULL, so an append that
+ * returned survives a crash. SQLite admits one writer at a time, which makes the autoincrement
+ * position a gap-free commit order, also when several processes share the file.
+ */
+export class SqliteEventStore implements EventStore {
+  private readonly db: Database.Database;
+  private readonly appended = new EventEmitter();
+  private readonly subscriptions = new Set<Subscription>();
+  private readonly statements;
+
+  constructor(
+    path: string,
+    /** How often a subscription looks for events that another process appended. */
+    private readonly pollIntervalMs = 250,
+  ) {
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.pragma('busy_timeout = 10000');
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS events (
+        position    INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id    TEXT    NOT NULL UNIQUE,
+        stream_name TEXT    NOT NULL,
+        revision    INTEGER NOT NULL,
+        type        TEXT    NOT NULL,
+        data        TEXT    NOT NULL,
+        metadata    TEXT    NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        UNIQUE (stream_name, revision)
+      );
+    `);
+    this.appended.setMaxListeners(0);
+    this.statements = {
+      lastRevision: this.db.prepare<[string], { revision: number | null }>(
+        'SELECT max(revision) AS revision FROM events WHERE stream_name = ?',
+      ),
+      byEventId: this.db.prepare<[string], EventRow>('SELECT * FROM events WHERE event_id = ?'),
+      insert: this.db.prepare(
+        `INSERT INTO events (event_id, stream_name, revision, type, data, metadata, recorded_at)
+         VALUES (@event_id, @stream_name, @revision, @type, @data, @metadata, @recorded_at)`,
+      ),
+      readStream: this.db.prepare<[string, number, number], EventRow>(
+        'SELECT * FROM events WHERE stream_name = ? AND revision >= ? ORDER BY revision LIMIT ?',
+      ),
+      readAll: this.db.prepare<[number, number], EventRow>(
+        'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?',
+      ),
+      head: this.db.prepare<[], { position: number | null }>('SELECT max(position) AS position FROM events'),
+    };
+  }
+
+  async appendToStream(
+    streamName: string,
+    events: readonly NewEvent[],
+    options: { expectedRevision?: ExpectedRevision } = {},
+  ): Promise<AppendResult> {
+    if (events.length === 0) throw new Error('appendToStream needs at least one event');
+    const expected = options.expectedRevision ?? 'any';
+    const result = this.db.transaction(() => this.appendInTransaction(streamName, events, expected)).immediate();
+    if (result.wrote) this.appended.emit('appended');
+    return result.result;
+  }
+
+  private appendInTransaction(
+    streamName: string,
+    events: readonly NewEvent[],
+    expected: ExpectedRevision,
+  ): { result: AppendResult; wrote: boolean } {
+    const existing = events.map((event) => this.statements.byEventId.get(event.id));
+    const found = existing.filter((row): row is EventRow => row !== undefined);
+    if (found.length > 0) {
+      return { result: this.replayedAppend(streamName, events, found), wrote: false };
+    }
+
+    const last = this.statements.lastRevision.get(streamName)?.revision ?? null;
+    const actual = last === null ? 'no_stream' : BigInt(last);
+    const matches =
+      expected === 'any' ||
+      (expected === 'no_stream' && last === null) ||
+      (expected === 'stream_exists' && last !== null) ||
+      (typeof expected === 'bigint' && last !== null && BigInt(last) === expected);
+    if (!matches) throw new WrongExpectedRevisionError(streamName, expected, actual);
+
+    const recordedAt = Date.now();
+    let revision = last === null ? 0 : last + 1;
+    let position = 0;
+    for (const event of events) {
+      const info = this.statements.insert.run({
+        event_id: event.id,
+        stream_name: streamName,
+        revision,
+        type: event.type,
+        data: JSON.stringify(event.data),
+        metadata: JSON.stringify(event.metadata),
+        recorded_at: recordedAt,
+      });
+      position = Number(info.lastInsertRowid);
+      revision += 1;
+    }
+    return { result: { nextExpectedRevision: BigInt(revision - 1), position: toPosition(position) }, wrote: true };
+  }
+
+  /** The same append sent again (a retry, a redelivered message): answer as the first time. */
+  private replayedAppend(streamName: string, events: readonly NewEvent[], found: EventRow[]): AppendResult {
+    const sameAppend =
+      found.length === events.length &&
+      found.every(
+        (row, index) => row.stream_name === streamName && (index === 0 || row.revision === found[index - 1]!.revision + 1),
+      );
+    if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
+    const last = found[found.length - 1]!;
+    return { nextExpectedRevision: BigInt(last.revision), position: toPosition(last.position) };
+  }
+
+  async *readStream(streamName: string, options: { fromRevision?: bigint } = {}): AsyncIterable<RecordedEvent> {
+    let from = Number(options.fromRevision ?? 0n);
+    for (;;) {
+      const rows = this.statements.readStream.all(streamName, from, PAGE_SIZE);
+      for (const row of rows) yield toRecordedEvent(row);
+      if (rows.length < PAGE_SIZE) return;
+      from = rows[rows.length - 1]!.revision + 1;
+    }
+  }
+
+  async readAll(options: { after?: Position; maxCount: number }): Promise<RecordedEvent[]> {
+    return this.readAllSync(options.after, options.maxCount);
+  }
+
+  private readAllSync(after: Position | undefined, maxCount: number): RecordedEvent[] {
+    const from = after === undefined ? 0 : Number(after.commit);
+    return this.statements.readAll.all(from, maxCount).map(toRecordedEvent);
+  }
+
+  async headPosition(): Promise<Position | undefined> {
+    const head = this.statements.head.get()?.position ?? null;
+    return head === null ? undefined : toPosition(head);
+  }
+
+  subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
+    let stopped = false;
+    let wake: (() => void) | undefined;
+    const waitForAppend = () =>
+      new Promise<void>((resolve) => {
+        const finish = () => {
+          clearTimeout(timer);
+          this.appended.off('appended', finish);
+          wake = undefined;
+          resolve();
+        };
+        const timer = setTimeout(finish, this.pollIntervalMs);
+        this.appended.once('appended', finish);
+        wake = finish;
+      });
+
+    const run = async () => {
+      let cursor = options.after;
+      while (!stopped) {
+        const batch = this.readAllSync(cursor, PAGE_SIZE);
+        if (batch.length === 0) {
+          await waitForAppend();
+          continue;
+        }
+        await handler(batch);
+        cursor = batch[batch.length - 1]!.position;
+      }
+    };
+    const done = run();
+    const subscription: Subscription = {
+      done,
+      stop: async () => {
+        stopped = true;
+        wake?.();
+        this.subscriptions.delete(subscription);
+        await done.catch(() => undefined);
+      },
+    };
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.subscriptions].map((subscription) => subscription.stop()));
+    this.db.close();
+  }
+}
+
+function toPosition(sequence: number): Position {
+  const value = BigInt(sequence);
+  return { commit: value, prepare: value };
+}
+
+function toRecordedEvent(row: EventRow): RecordedEvent {
+  return {
+    id: row.event_id,
+    type: row.type,
+    data: JSON.parse(row.data) as Record<string, unknown>,
+    metadata: JSON.parse(row.metadata) as RecordedEvent['metadata'],
+    streamName: row.stream_name,
+    revision: BigInt(row.revision),
+    position: toPosition(row.position),
+    recordedAt: row.recorded_at,
+  };
+}

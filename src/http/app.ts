@@ -1,0 +1,60 @@
+import { randomUUID } from 'node:crypto';
+import multipart from '@fastify/multipart';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { Logger } from 'pino';
+import { installBearerAuth } from './bearer-auth.js';
+import { installErrorHandling } from './error-handler.js';
+import { OpenApiDocument } from './openapi.js';
+import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
+import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
+
+export const SERVICE_VERSION = '0.1.0';
+
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps {
+  readonly logger: Logger;
+  readonly apiKey: string;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    // A caller's own request id is kept when it is safe to log and echo; otherwise one is made.
+    genReqId: (request) => {
+      const given = request.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
+    bodyLimit: 1024 * 1024,
+    return503OnClosing: true,
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  const openapi = new OpenApiDocument({
+    title: 'Spool',
+    version: SERVICE_VERSION,
+    description: 'Batch inference and weight sync, OpenAI-compatible.',
+  });
+  app.addHook('onRoute', (route) => openapi.register(route));
+
+  installErrorHandling(app);
+  installBearerAuth(app, deps.apiKey);
+  await app.register(multipart, {
+    limits: {
+      // The route enforces the per-purpose limits with a message naming them; this is a backstop.
+      fileSize: deps.limits.maxFileBytes + 1,
+      files: 1,
+      fields: 8,
+      fieldSize: 64 * 1024,
+      parts: 10,
+      headerPairs: 100,
+    },
+  });
+
+  registerSystemRoutes(app, deps, openapi);
+  registerFileRoutes(app, deps);
+  return app;
+}

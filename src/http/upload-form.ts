@@ -1,0 +1,77 @@
+import { Ajv } from 'ajv';
+import type { ExpiresAfter, UPLOAD_PURPOSES } from '../domain/file.js';
+import { invalidRequest } from './api-error.js';
+import { httpSchema } from './http-schemas.js';
+
+export type UploadPurpose = (typeof UPLOAD_PURPOSES)[number];
+
+export interface UploadForm {
+  readonly purpose: UploadPurpose;
+  readonly expiresAfter?: ExpiresAfter;
+}
+
+const formSchema = httpSchema('UploadFileForm');
+// The file part is streamed, not collected: the fields are checked without it.
+const { file: _streamed, ...fieldProperties } = formSchema.properties as Record<string, unknown>;
+const fieldsSchema = { ...formSchema, required: ['purpose'], properties: fieldProperties };
+const ajv = new Ajv({ allErrors: false, strict: false });
+const validateFields = ajv.compile<{ purpose: UploadPurpose; expires_after?: ExpiresAfter }>(fieldsSchema);
+const purposes = (formSchema.properties as { purpose: { enum: string[] } }).purpose.enum;
+
+/** The purpose, if it came before the file, checked at once so a bad upload is refused unread. */
+export function checkEarlyPurpose(fields: ReadonlyMap<string, string>): void {
+  const purpose = fields.get('purpose');
+  if (purpose !== undefined && !purposes.includes(purpose)) throw badPurpose(purpose);
+}
+
+const badPurpose = (purpose: string) =>
+  invalidRequest(`Invalid purpose ${JSON.stringify(purpose)}: expected one of ${purposes.join(', ')}`, 'purpose');
+
+/** The form's fields once every part has been read; unknown fields are ignored. */
+export function parseUploadFields(fields: ReadonlyMap<string, string>): UploadForm {
+  const purpose = fields.get('purpose');
+  if (purpose === undefined || purpose === '') {
+    throw invalidRequest('Missing required parameter: purpose', 'purpose', 'missing_required_parameter');
+  }
+  if (!purposes.includes(purpose)) throw badPurpose(purpose);
+  const candidate: Record<string, unknown> = { purpose };
+  const expiresAfter = readExpiresAfter(fields);
+  if (expiresAfter !== undefined) candidate.expires_after = expiresAfter;
+  if (!validateFields(candidate)) {
+    const problem = validateFields.errors?.[0];
+    const path = (problem?.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+    const missing = (problem?.params as { missingProperty?: string } | undefined)?.missingProperty;
+    const param = missing ? `${path}.${missing}` : path || 'expires_after';
+    const allowed = (problem?.params as { allowedValues?: unknown[] } | undefined)?.allowedValues;
+    throw invalidRequest(
+      `Invalid ${param}: ${missing ? 'is required' : problem?.message ?? 'is invalid'}${allowed ? ` (${allowed.join(', ')})` : ''}`,
+      param,
+    );
+  }
+  return {
+    purpose: candidate.purpose as UploadPurpose,
+    ...(candidate.expires_after ? { expiresAfter: candidate.expires_after as ExpiresAfter } : {}),
+  };
+}
+
+/** expires_after as the SDKs send it (bracketed fields) or as one JSON field. */
+function readExpiresAfter(fields: ReadonlyMap<string, string>): unknown {
+  const json = fields.get('expires_after');
+  const anchor = fields.get('expires_after[anchor]');
+  const seconds = fields.get('expires_after[seconds]');
+  if (json !== undefined) {
+    if (anchor !== undefined || seconds !== undefined) {
+      throw invalidRequest('Send expires_after either as JSON or as expires_after[anchor] and expires_after[seconds], not both', 'expires_after');
+    }
+    try {
+      return JSON.parse(json) as unknown;
+    } catch {
+      throw invalidRequest('expires_after must be a JSON object {"anchor": "created_at", "seconds": <integer>}', 'expires_after');
+    }
+  }
+  if (anchor === undefined && seconds === undefined) return undefined;
+  const result: Record<string, unknown> = {};
+  if (anchor !== undefined) result.anchor = anchor;
+  if (seconds !== undefined) result.seconds = /^-?\d+$/.test(seconds) ? Number(seconds) : seconds;
+  return result;
+}

@@ -1,0 +1,6 @@
+import { randomBytes } from 'node:crypto';
+
+/** `file-` and 24 hex digits: unguessable, and safe as a blob key segment. */
+export function newFileId(): string {
+  return `file-${randomBytes(12).toString('hex')}`;
+}

@@ -1,0 +1,83 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { inject } from 'vitest';
+import type { Clock } from '../../src/clock.js';
+import { loadConfig } from '../../src/config.js';
+import type { UploadLimits } from '../../src/domain/file.js';
+import { type RunningService, startService } from '../../src/service.js';
+
+export const TEST_API_KEY = 'test-api-key-0123456789';
+
+export function tempDir(label = 'spool'): string {
+  return mkdtempSync(join(tmpdir(), `${label}-`));
+}
+
+/** A clock a test can move; starts at a fixed, realistic time. */
+export class ManualClock implements Clock {
+  constructor(public seconds = 1_790_000_000) {}
+  nowSeconds(): number {
+    return this.seconds;
+  }
+  advance(seconds: number): void {
+    this.seconds += seconds;
+  }
+}
+
+/** S3 settings for the test run's S3-compatible server (see global-setup.ts). */
+export function s3Env(prefix: string): Record<string, string> {
+  return {
+    BLOB_STORE: `s3://${inject('s3Bucket')}/${prefix}`,
+    AWS_ENDPOINT_URL_S3: inject('s3Endpoint'),
+    AWS_ACCESS_KEY_ID: 'S3RVER',
+    AWS_SECRET_ACCESS_KEY: 'S3RVER',
+    AWS_REGION: 'us-east-1',
+    S3_FORCE_PATH_STYLE: 'true',
+  };
+}
+
+export interface TestServiceOptions {
+  dataDir?: string;
+  clock?: Clock;
+  limits?: UploadLimits;
+  env?: Record<string, string>;
+}
+
+/** The real service, in this process, on a free loopback port. */
+export async function startTestService(options: TestServiceOptions = {}): Promise<RunningService & { dataDir: string }> {
+  const dataDir = options.dataDir ?? tempDir();
+  // The AWS SDK reads credentials from the environment.
+  for (const [name, value] of Object.entries(options.env ?? {})) if (name.startsWith('AWS_')) process.env[name] = value;
+  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, API_KEY: TEST_API_KEY, FILE_SWEEP_INTERVAL_SECONDS: '3600', ...options.env });
+  const service = await startService({
+    config,
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
+  });
+  await waitUntilReady(service.url);
+  return Object.assign(service, { dataDir });
+}
+
+export async function waitUntilReady(url: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answer = await fetch(`${url}/ready`).catch(() => undefined);
+    if (answer?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Posts a multipart upload built by hand, so tests control every byte of it. */
+export async function uploadFile(
+  url: string,
+  parts: { purpose?: string; filename?: string; content?: string | Buffer; fields?: Record<string, string> },
+): Promise<Response> {
+  const form = new FormData();
+  if (parts.purpose !== undefined) form.append('purpose', parts.purpose);
+  for (const [name, value] of Object.entries(parts.fields ?? {})) form.append(name, value);
+  if (parts.content !== undefined) form.append('file', new Blob([parts.content]), parts.filename ?? 'input.jsonl');
+  return fetch(`${url}/v1/files`, { method: 'POST', body: form });
+}
