@@ -99,7 +99,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const close = async () => {
     if (closed) return;
     closed = true;
-    await app.close();
+    // In-flight requests finish; keep-alive connections are closed as soon as they fall idle,
+    // including those whose last response was still being written when closing began.
+    const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    await app.close().finally(() => clearInterval(idleSweep));
     await sweeper.stop();
     await projector.stop();
     await eventStore.close();

@@ -50,7 +50,7 @@ export class EventSchemas {
 export class SchemaCheckedEventStore implements EventStore {
   constructor(private readonly inner: EventStore, private readonly schemas: EventSchemas) {}
 
-  appendToStream(streamName: string, events: readonly NewEvent[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly NewEvent[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult> {
     for (const event of events) this.schemas.check(event);
     return this.inner.appendToStream(streamName, events, options);
   }

@@ -42,6 +42,9 @@ export function installErrorHandling(app: FastifyInstance): void {
       });
     }
     const answer = toApiError(error);
+    // Answering before the body was read (an upload cut off): close the connection rather than
+    // read and discard whatever the client still sends.
+    if (!request.raw.complete) void reply.header('connection', 'close');
     if (answer.statusCode >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ err: { message: error.message, code: error.code } }, 'request refused');
     return reply.status(answer.statusCode).send(answer.toBody());

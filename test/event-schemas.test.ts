@@ -1,0 +1,51 @@
+import { randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { describe, expect, it } from 'vitest';
+import { decideFile, initialFileState } from '../src/domain/file.js';
+import { EventSchemaError, EventSchemas, SchemaCheckedEventStore } from '../src/event-store/event-schemas.js';
+import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
+import { schemasDir } from '../src/package-root.js';
+import { tempDir } from './support/service.js';
+
+describe('event schemas', () => {
+  const schemas = new EventSchemas();
+
+  it('has one schema per file in schemas/events, each compiling under strict ajv', () => {
+    const files = readdirSync(join(schemasDir, 'events')).filter((name) => name.endsWith('.json'));
+    expect(files.length).toBeGreaterThan(0);
+    expect(schemas.eventTypes.sort()).toEqual(files.map((name) => name.replace(/\.json$/, '')).sort());
+  });
+
+  it('accepts the events the domain decides', () => {
+    const decided = decideFile(
+      {
+        type: 'RegisterFile',
+        file: { fileId: 'file-1', filename: 'a.jsonl', purpose: 'batch', bytes: 1, sha256: 'f'.repeat(64), blobKey: 'files/file-1', createdAt: 1, expiresAt: null },
+      },
+      initialFileState,
+    );
+    expect(E.isRight(decided)).toBe(true);
+    if (E.isRight(decided)) {
+      for (const event of decided.right) {
+        expect(() => schemas.check({ id: randomUUID(), type: event.type, data: event.data, metadata: { schemaVersion: 1 } })).not.toThrow();
+      }
+    }
+  });
+
+  it('refuses an append whose event breaks its schema, and writes nothing', async () => {
+    const inner = new SqliteEventStore(join(tempDir('schemas'), 'events.sqlite'));
+    const store = new SchemaCheckedEventStore(inner, schemas);
+    const good = { id: randomUUID(), type: 'FileDeleted', data: { file_id: 'file-1', deleted_at: 5 }, metadata: { schemaVersion: 1 } };
+    const bad = { id: randomUUID(), type: 'FileDeleted', data: { file_id: 'file-1', deleted_at: 'yesterday' }, metadata: { schemaVersion: 1 } };
+    const unknown = { id: randomUUID(), type: 'NoSuchEvent', data: {}, metadata: { schemaVersion: 1 } };
+    await expect(store.appendToStream('file-file-1', [good, bad])).rejects.toBeInstanceOf(EventSchemaError);
+    await expect(store.appendToStream('file-file-1', [good, bad])).rejects.toThrow(/deleted_at must be integer/);
+    await expect(store.appendToStream('file-file-1', [unknown])).rejects.toThrow(/no schema for this event type/);
+    expect(await store.readAll({ maxCount: 10 })).toEqual([]);
+    await store.appendToStream('file-file-1', [good]);
+    expect((await store.readAll({ maxCount: 10 })).map((event) => event.type)).toEqual(['FileDeleted']);
+    await store.close();
+  });
+});

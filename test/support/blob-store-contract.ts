@@ -1,0 +1,107 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type BlobStore, BlobNotFoundError } from '../../src/blob-store/blob-store.js';
+
+export async function readAllBytes(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+export async function listKeys(store: BlobStore, prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const key of store.list(prefix)) keys.push(key);
+  return keys.sort();
+}
+
+/** A stream of `total` bytes in 64 KiB chunks that fails after `failAfter` bytes, if given. */
+function generated(total: number, failAfter?: number): Readable {
+  let sent = 0;
+  return new Readable({
+    read() {
+      if (failAfter !== undefined && sent >= failAfter) {
+        this.destroy(new Error('client went away'));
+        return;
+      }
+      if (sent >= total) {
+        this.push(null);
+        return;
+      }
+      const size = Math.min(65536, total - sent);
+      sent += size;
+      this.push(Buffer.alloc(size, sent % 251));
+    },
+  });
+}
+
+/** What every blob store adapter must do. Keys are made unique per run. */
+export function blobStoreContract(name: string, open: () => Promise<BlobStore>): void {
+  describe(`blob store contract: ${name}`, () => {
+    let store: BlobStore;
+    const run = `contract-${randomUUID()}`;
+    beforeAll(async () => {
+      store = await open();
+    });
+    afterAll(async () => {
+      for (const key of await listKeys(store, run)) await store.delete(key);
+    });
+
+    it('stores a stream and gives the same bytes back, whole and by range', async () => {
+      const content = randomBytes(300_000);
+      await store.put(`${run}/a/object.bin`, Readable.from([content.subarray(0, 1000), content.subarray(1000)]));
+      expect(await store.head(`${run}/a/object.bin`)).toEqual({ size: content.length });
+      expect((await readAllBytes(await store.get(`${run}/a/object.bin`))).equals(content)).toBe(true);
+      const range = await readAllBytes(await store.get(`${run}/a/object.bin`, { start: 1000, end: 1999 }));
+      expect(range.equals(content.subarray(1000, 2000))).toBe(true);
+    });
+
+    it('stores an empty stream as an empty object', async () => {
+      await store.put(`${run}/empty`, Readable.from([]));
+      expect(await store.head(`${run}/empty`)).toEqual({ size: 0 });
+      expect((await readAllBytes(await store.get(`${run}/empty`))).length).toBe(0);
+    });
+
+    it('streams an object larger than one upload part', async () => {
+      const size = 12 * 1024 * 1024 + 123;
+      await store.put(`${run}/large`, generated(size));
+      expect(await store.head(`${run}/large`)).toEqual({ size });
+      const tail = await readAllBytes(await store.get(`${run}/large`, { start: size - 10, end: size - 1 }));
+      expect(tail.length).toBe(10);
+    });
+
+    it('leaves nothing behind when the stream fails midway, small or large', async () => {
+      await expect(store.put(`${run}/broken-small`, generated(1_000_000, 100_000))).rejects.toThrow('client went away');
+      await expect(store.put(`${run}/broken-large`, generated(30 * 1024 * 1024, 20 * 1024 * 1024))).rejects.toThrow('client went away');
+      expect(await store.head(`${run}/broken-small`)).toBeUndefined();
+      expect(await store.head(`${run}/broken-large`)).toBeUndefined();
+      expect((await listKeys(store, run)).filter((key) => key.includes('broken'))).toEqual([]);
+    });
+
+    it('replaces an object put twice under one key', async () => {
+      await store.put(`${run}/twice`, Readable.from([Buffer.from('first')]));
+      await store.put(`${run}/twice`, Readable.from([Buffer.from('second!')]));
+      expect((await readAllBytes(await store.get(`${run}/twice`))).toString()).toBe('second!');
+    });
+
+    it('reports an absent object as not found and deletes idempotently', async () => {
+      await expect(store.get(`${run}/absent`)).rejects.toBeInstanceOf(BlobNotFoundError);
+      expect(await store.head(`${run}/absent`)).toBeUndefined();
+      await store.put(`${run}/doomed`, Readable.from([Buffer.from('x')]));
+      await store.delete(`${run}/doomed`);
+      await store.delete(`${run}/doomed`);
+      expect(await store.head(`${run}/doomed`)).toBeUndefined();
+    });
+
+    it('lists keys under a prefix', async () => {
+      await store.put(`${run}/list/one`, Readable.from([Buffer.from('1')]));
+      await store.put(`${run}/list/deeper/two`, Readable.from([Buffer.from('2')]));
+      expect(await listKeys(store, `${run}/list/`)).toEqual([`${run}/list/deeper/two`, `${run}/list/one`]);
+    });
+
+    it('refuses keys that could escape their place', async () => {
+      await expect(store.put('../escape', Readable.from([]))).rejects.toThrow(/invalid blob key/);
+      await expect(store.get('a/../../b')).rejects.toThrow(/invalid blob key/);
+    });
+  });
+}
