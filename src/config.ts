@@ -1,5 +1,5 @@
 import { isAbsolute, resolve } from 'node:path';
-import { parseS3Url, type S3Location } from './blob-store/s3-blob-store.js';
+import { type S3Location, parseS3Url } from './blob-store/s3-location.js';
 
 export interface Config {
   readonly port: number;

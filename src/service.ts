@@ -11,13 +11,11 @@ import { resolveApiKey } from './api-key.js';
 import { FileRegistry } from './application/file-registry.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { LocalBlobStore } from './blob-store/local-blob-store.js';
-import { S3BlobStore, createS3Client } from './blob-store/s3-blob-store.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config.js';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import { EventSchemas, SchemaCheckedEventStore } from './event-store/event-schemas.js';
 import type { EventStore } from './event-store/event-store.js';
-import { EventStoreDbEventStore } from './event-store/eventstoredb-event-store.js';
 import { SqliteEventStore } from './event-store/sqlite-event-store.js';
 import { SERVICE_VERSION, buildHttpApp } from './http/app.js';
 
@@ -26,6 +24,8 @@ export interface ServiceOptions {
   readonly clock?: Clock;
   readonly logger?: Logger;
   readonly limits?: UploadLimits;
+  /** An event store to use instead of the configured one (embedding, tests). */
+  readonly eventStore?: EventStore;
   /** Where the one-time API key announcement goes. */
   readonly announce?: (line: string) => void;
 }
@@ -42,15 +42,22 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-export function openEventStore(config: Config): EventStore {
-  const inner = config.eventStoreUrl
-    ? new EventStoreDbEventStore(config.eventStoreUrl)
-    : new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
+// The production adapters load only when configured: their clients (gRPC, the AWS SDK) would
+// otherwise weigh on every embedded process.
+export async function openEventStore(config: Config): Promise<EventStore> {
+  let inner: EventStore;
+  if (config.eventStoreUrl) {
+    const { EventStoreDbEventStore } = await import('./event-store/eventstoredb-event-store.js');
+    inner = new EventStoreDbEventStore(config.eventStoreUrl);
+  } else {
+    inner = new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
+  }
   return new SchemaCheckedEventStore(inner, new EventSchemas());
 }
 
-export function openBlobStore(config: Config): BlobStore {
+export async function openBlobStore(config: Config): Promise<BlobStore> {
   if (!config.blobStore) return new LocalBlobStore(join(config.dataDir, 'blobs'));
+  const { S3BlobStore, createS3Client } = await import('./blob-store/s3-blob-store.js');
   return new S3BlobStore(createS3Client(config.s3), config.blobStore);
 }
 
@@ -62,8 +69,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   mkdirSync(config.dataDir, { recursive: true });
   const apiKey = resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`)));
 
-  const eventStore = openEventStore(config);
-  const blobStore = openBlobStore(config);
+  const eventStore = options.eventStore ?? (await openEventStore(config));
+  const blobStore = await openBlobStore(config);
   const readModels = openReadModelStore(join(config.dataDir, 'read-models.sqlite'));
   const projector = new Projector(eventStore, readModels, [filesProjection], logger.child({ component: 'projector' }));
   const filesQueries = new FilesQueries(readModels);

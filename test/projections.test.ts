@@ -1,0 +1,121 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { EventSchemas, SchemaCheckedEventStore } from '../src/event-store/event-schemas.js';
+import type { EventBatchHandler, EventStore } from '../src/event-store/event-store.js';
+import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
+import { dumpReadModels } from '../projections/read-model-store.js';
+import { ManualClock, startTestService, tempDir, uploadFile, waitUntilReady } from './support/service.js';
+
+const removeReadModels = (dataDir: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(join(dataDir, `read-models.sqlite${suffix}`), { force: true });
+};
+
+describe('projections', () => {
+  it('resume from their checkpoint on restart, and rebuild identically from the log', async () => {
+    const dataDir = tempDir('rebuild');
+    const clock = new ManualClock();
+    let service = await startTestService({ dataDir, clock });
+    const ids: string[] = [];
+    for (let index = 0; index < 5; index++) {
+      const purpose = index === 4 ? 'user_data' : 'batch';
+      const fields: Record<string, string> = index === 4 ? { 'expires_after[anchor]': 'created_at', 'expires_after[seconds]': '3600' } : {};
+      ids.push(((await (await uploadFile(service.url, { purpose, content: `line ${index}\n`, fields })).json()) as { id: string }).id);
+    }
+    expect((await fetch(`${service.url}/v1/files/${ids[1]}`, { method: 'DELETE' })).status).toBe(200);
+    clock.advance(3601);
+    expect(await service.sweeper.sweepOnce()).toBe(1);
+    const logLength = (await service.eventStore.readAll({ maxCount: 1000 })).length;
+    expect(logLength).toBe(7); // 5 uploads, 1 deletion, 1 expiry
+    const original = dumpReadModels(service.readModels);
+    expect(original.files).toHaveLength(5);
+    await service.close();
+
+    // Restart: nothing is applied twice, and new events still arrive.
+    service = await startTestService({ dataDir, clock });
+    expect(service.projector.eventsApplied).toBe(0);
+    expect(dumpReadModels(service.readModels)).toEqual(original);
+    await uploadFile(service.url, { purpose: 'batch', content: 'after restart' });
+    expect(service.projector.eventsApplied).toBe(1);
+    const withOneMore = dumpReadModels(service.readModels);
+    await service.close();
+
+    // Delete the read models: they are rebuilt from the log, row for row.
+    removeReadModels(dataDir);
+    service = await startTestService({ dataDir, clock });
+    expect(service.projector.eventsApplied).toBe(logLength + 1);
+    expect(dumpReadModels(service.readModels)).toEqual(withOneMore);
+    const listed = (await (await fetch(`${service.url}/v1/files?order=asc`)).json()) as { data: { id: string }[] };
+    expect(listed.data.map((file) => file.id)).toEqual([ids[0], ids[2], ids[3], expect.any(String)]);
+    await service.close();
+  });
+
+  it('keep /ready at 503 with the error envelope until they have caught up', async () => {
+    const dataDir = tempDir('ready');
+    const first = await startTestService({ dataDir });
+    await uploadFile(first.url, { purpose: 'batch', content: 'x' });
+    await first.close();
+    removeReadModels(dataDir);
+
+    // The real store, with its subscription held back until the test lets it go.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const inner = new SqliteEventStore(join(dataDir, 'events.sqlite'));
+    const held: EventStore = Object.assign(Object.create(inner) as EventStore, {
+      subscribeToAll: (options: Parameters<EventStore['subscribeToAll']>[0], handler: EventBatchHandler) =>
+        inner.subscribeToAll(options, async (events) => {
+          await gate;
+          await handler(events);
+        }),
+    });
+    const { startService } = await import('../src/service.js');
+    const { loadConfig } = await import('../src/config.js');
+    const { pino } = await import('pino');
+    const service = await startService({
+      config: loadConfig({ PORT: '0', DATA_DIR: dataDir, API_KEY: 'test-api-key-0123456789' }),
+      logger: pino({ level: 'silent' }),
+      eventStore: new SchemaCheckedEventStore(held, new EventSchemas()),
+    });
+    const notReady = await fetch(`${service.url}/ready`);
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toEqual({
+      error: { message: 'Service is not ready: projections are catching up', type: 'service_unavailable', param: '', code: 'not_ready' },
+    });
+    expect((await fetch(`${service.url}/live`)).status).toBe(200);
+    release();
+    await waitUntilReady(service.url);
+    const ready = (await (await fetch(`${service.url}/ready`)).json()) as Record<string, unknown>;
+    expect(ready).toMatchObject({ status: 'ready', version: '0.1.0', event_store: 'embedded' });
+    await service.close();
+  });
+});
+
+describe('file expiry', () => {
+  it('hides a file the moment it expires, then the sweeper records FileExpired and removes its content', async () => {
+    const clock = new ManualClock();
+    const service = await startTestService({ clock });
+    const upload = async (purpose: string, fields: Record<string, string> = {}) =>
+      ((await (await uploadFile(service.url, { purpose, content: 'data', fields })).json()) as { id: string; expires_at: number | null });
+    const shortLived = await upload('user_data', { 'expires_after[anchor]': 'created_at', 'expires_after[seconds]': '3600' });
+    const batch = await upload('batch');
+    const forever = await upload('user_data');
+    expect(forever.expires_at).toBeNull();
+
+    clock.advance(3600);
+    expect((await fetch(`${service.url}/v1/files/${shortLived.id}`)).status).toBe(404);
+    expect((await fetch(`${service.url}/v1/files/${shortLived.id}/content`)).status).toBe(404);
+    expect((await fetch(`${service.url}/v1/files/${shortLived.id}`, { method: 'DELETE' })).status).toBe(404);
+    expect(await service.sweeper.sweepOnce()).toBe(1);
+    const expired = (await service.eventStore.readAll({ maxCount: 100 })).filter((event) => event.type === 'FileExpired');
+    expect(expired.map((event) => event.data)).toEqual([{ file_id: shortLived.id, expired_at: clock.seconds }]);
+    expect(await service.blobStore.head(`files/${shortLived.id}`)).toBeUndefined();
+    expect(await service.blobStore.head(`files/${batch.id}`)).toEqual({ size: 4 });
+
+    clock.advance(30 * 86400);
+    expect(await service.sweeper.sweepOnce()).toBe(1);
+    expect(await service.sweeper.sweepOnce()).toBe(0);
+    const listed = (await (await fetch(`${service.url}/v1/files`)).json()) as { data: { id: string }[] };
+    expect(listed.data.map((file) => file.id)).toEqual([forever.id]);
+    await service.close();
+  });
+});
