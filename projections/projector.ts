@@ -34,6 +34,7 @@ export class Projector {
   private headAtStart: Position | undefined;
   private caughtUp = false;
   private failure: Error | undefined;
+  private readonly listeners: Array<(events: readonly RecordedEvent[]) => void> = [];
   /** Events applied since start, counted once per event whatever the number of projections. */
   eventsApplied = 0;
 
@@ -114,6 +115,12 @@ export class Projector {
     this.position = last.position;
     this.updateCaughtUp();
     this.releaseWaiters();
+    for (const listener of this.listeners) listener(events);
+  }
+
+  /** Called after each batch of events is in the read models (processors react to changes). */
+  onApplied(listener: (events: readonly RecordedEvent[]) => void): void {
+    this.listeners.push(listener);
   }
 
   private updateCaughtUp(): void {

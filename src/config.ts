@@ -15,6 +15,22 @@ export interface Config {
   readonly logLevel: string;
   /** How often expired files are looked for. */
   readonly fileSweepIntervalSeconds: number;
+  /** A JSON array of job definitions reserved at start. */
+  readonly jobsFile: string | undefined;
+  /** An OpenAI-compatible inference server for batches; undefined: no engine yet. */
+  readonly engine: {
+    readonly baseUrl: string | undefined;
+    readonly apiKey: string | undefined;
+    readonly models: readonly string[] | '*';
+    readonly concurrency: number;
+    readonly timeoutMs: number;
+    readonly maxAttempts: number;
+    readonly backoffMs: number;
+  };
+  /** Requests per unit of batch work. */
+  readonly batchChunkLines: number;
+  /** Chunks of batch work run at once in this process. */
+  readonly batchParallelChunks: number;
 }
 
 export class ConfigError extends Error {
@@ -82,6 +98,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
 
   const fileSweepIntervalSeconds = integer('FILE_SWEEP_INTERVAL_SECONDS', 60, 1, 86400);
 
+  const engineBaseUrl = value('ENGINE_BASE_URL');
+  if (engineBaseUrl !== undefined && !/^https?:\/\/\S+$/.test(engineBaseUrl)) {
+    problems.push(`ENGINE_BASE_URL must be an http(s) URL such as http://127.0.0.1:8000/v1, got ${JSON.stringify(engineBaseUrl)}`);
+  }
+  const engineModels = value('ENGINE_MODELS');
+  const engine = {
+    baseUrl: engineBaseUrl,
+    apiKey: value('ENGINE_API_KEY'),
+    models: engineModels === undefined || engineModels === '*' ? ('*' as const) : engineModels.split(',').map((model) => model.trim()).filter(Boolean),
+    concurrency: integer('ENGINE_CONCURRENCY', 16, 1, 4096),
+    timeoutMs: integer('ENGINE_TIMEOUT_SECONDS', 600, 1, 86400) * 1000,
+    maxAttempts: integer('ENGINE_MAX_ATTEMPTS', 5, 1, 100),
+    backoffMs: integer('ENGINE_BACKOFF_MS', 500, 0, 60000),
+  };
+  const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
+  const batchParallelChunks = integer('BATCH_PARALLEL_CHUNKS', 8, 1, 1024);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -93,5 +126,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     s3: { region: value('AWS_REGION') ?? value('AWS_DEFAULT_REGION'), endpoint, forcePathStyle: forcePathStyleRaw === 'true' },
     logLevel,
     fileSweepIntervalSeconds,
+    jobsFile: value('JOBS_FILE'),
+    engine,
+    batchChunkLines,
+    batchParallelChunks,
   };
 }

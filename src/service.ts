@@ -3,17 +3,29 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
+import { BatchFinalizer } from '../processors/batch-finalizer.js';
+import { BatchPipeline } from '../processors/batch-pipeline.js';
+import { BatchRunner } from '../processors/batch-runner.js';
+import { BatchValidator } from '../processors/batch-validator.js';
 import { FileExpirySweeper } from '../processors/file-expiry-sweeper.js';
+import { BatchesQueries, batchesProjection, jobsProjection } from '../projections/batches-projection.js';
 import { FilesQueries, filesProjection } from '../projections/files-projection.js';
 import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
 import { resolveApiKey } from './api-key.js';
+import * as E from 'fp-ts/lib/Either.js';
+import { BatchLifecycle } from './application/batch-lifecycle.js';
 import { FileRegistry } from './application/file-registry.js';
+import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file.js';
+import { JobRegistry } from './application/job-registry.js';
+import { LineOutcomeLog } from './application/line-outcomes.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { LocalBlobStore } from './blob-store/local-blob-store.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config.js';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
+import type { EngineDirectory } from './engine/engine.js';
+import { OpenAiHttpEngine, SingleEngineDirectory } from './engine/openai-http-engine.js';
 import { EventSchemas, SchemaCheckedEventStore } from './event-store/event-schemas.js';
 import type { EventStore } from './event-store/event-store.js';
 import { SqliteEventStore } from './event-store/sqlite-event-store.js';
@@ -28,6 +40,10 @@ export interface ServiceOptions {
   readonly eventStore?: EventStore;
   /** Where the one-time API key announcement goes. */
   readonly announce?: (line: string) => void;
+  /** Engines to use instead of the configured ones (embedding, tests). */
+  readonly engines?: EngineDirectory;
+  /** How often the batch pipeline looks for work besides reacting to events. */
+  readonly pipelineTickMs?: number;
 }
 
 export interface RunningService {
@@ -39,6 +55,7 @@ export interface RunningService {
   readonly readModels: Database.Database;
   readonly projector: Projector;
   readonly sweeper: FileExpirySweeper;
+  readonly pipeline: BatchPipeline;
   close(): Promise<void>;
 }
 
@@ -53,6 +70,12 @@ export async function openEventStore(config: Config): Promise<EventStore> {
     inner = new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
   }
   return new SchemaCheckedEventStore(inner, new EventSchemas());
+}
+
+export function openEngines(config: Config): EngineDirectory {
+  const { baseUrl, ...settings } = config.engine;
+  const engine = baseUrl ? new OpenAiHttpEngine({ baseUrl, ...settings, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) }) : undefined;
+  return new SingleEngineDirectory(engine, settings.models);
 }
 
 export async function openBlobStore(config: Config): Promise<BlobStore> {
@@ -72,19 +95,52 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const eventStore = options.eventStore ?? (await openEventStore(config));
   const blobStore = await openBlobStore(config);
   const readModels = openReadModelStore(join(config.dataDir, 'read-models.sqlite'));
-  const projector = new Projector(eventStore, readModels, [filesProjection], logger.child({ component: 'projector' }));
+  const projector = new Projector(
+    eventStore,
+    readModels,
+    [filesProjection, jobsProjection, batchesProjection],
+    logger.child({ component: 'projector' }),
+  );
   const filesQueries = new FilesQueries(readModels);
+  const batchesQueries = new BatchesQueries(readModels);
   const files = new FileRegistry({ eventStore, blobStore, projector, clock, log: logger });
+  const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
+  const batches = new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger });
+  const outcomes = new LineOutcomeLog(eventStore);
+  const engines = options.engines ?? openEngines(config);
   const sweeper = new FileExpirySweeper(
     { files, queries: filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) },
     config.fileSweepIntervalSeconds * 1000,
   );
+  const pipeline = new BatchPipeline({
+    queries: batchesQueries,
+    batches,
+    validator: new BatchValidator({ eventStore, blobStore, batches, engines, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines }),
+    runner: new BatchRunner({
+      blobStore,
+      batches,
+      queries: batchesQueries,
+      outcomes,
+      engines,
+      clock,
+      log: logger.child({ component: 'batch-runner' }),
+      parallelChunks: config.batchParallelChunks,
+    }),
+    finalizer: new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) }),
+    clock,
+    log: logger.child({ component: 'batch-pipeline' }),
+    tickMs: options.pipelineTickMs ?? 1000,
+  });
+  projector.onApplied(() => pipeline.kick());
 
   const app = await buildHttpApp({
     logger,
     apiKey,
     files,
     filesQueries,
+    jobs,
+    batches,
+    batchesQueries,
     clock,
     limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
     readiness: () => {
@@ -110,6 +166,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     // including those whose last response was still being written when closing began.
     const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
     await app.close().finally(() => clearInterval(idleSweep));
+    await pipeline.stop();
     await sweeper.stop();
     await projector.stop();
     await eventStore.close();
@@ -119,7 +176,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   try {
     await app.listen({ port: config.port, host: config.host });
     await projector.start();
+    await reserveConfiguredJobs(config, jobs, logger);
     sweeper.start();
+    pipeline.start();
   } catch (error) {
     await close().catch(() => undefined);
     throw error;
@@ -127,5 +186,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, close };
+  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, pipeline, close };
+}
+
+/** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */
+async function reserveConfiguredJobs(config: Config, jobs: JobRegistry, logger: Logger): Promise<void> {
+  const definitions = config.jobsFile ? readJobDefinitions(config.jobsFile) : [];
+  for (const job of definitions) {
+    const reserved = await jobs.reserve(job, { correlationId: 'jobs-file' });
+    if (E.isLeft(reserved)) throw new Error(`JOBS_FILE: ${reserved.left.message}`);
+  }
+  if (!config.eventStoreUrl && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
+    const reserved = await jobs.reserve(DEMO_JOB, { correlationId: 'demo-job' });
+    if (E.isLeft(reserved)) logger.warn({ reason: reserved.left.message }, 'demo job not reserved');
+  }
 }

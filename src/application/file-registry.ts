@@ -19,6 +19,7 @@ import type { Rejection } from '../domain/rejection.js';
 import type { EventMetadata, EventStore } from '../event-store/event-store.js';
 import type { Projector } from '../../projections/projector.js';
 import { type Decider, handleCommand } from './command-handler.js';
+import { settle } from './read-your-writes.js';
 
 const fileDecider: Decider<FileCommand, FileState, FileEvent> = {
   decide: decideFile,
@@ -76,7 +77,8 @@ export class FileRegistry {
       throw error;
     }
     if (E.isLeft(outcome)) {
-      await this.discardContent(file.blobKey);
+      // A conflict means a file with this id exists, and the content under its key is its own.
+      if (outcome.left.kind !== 'conflict') await this.discardContent(file.blobKey);
       return outcome;
     }
     await this.settle(outcome.right.appended?.position);
@@ -106,14 +108,7 @@ export class FileRegistry {
     return this.deps.blobStore.get(blobKey);
   }
 
-  /** Read-your-writes: wait until the read models hold what was just appended. */
-  private async settle(position: Parameters<Projector['waitFor']>[0] | undefined): Promise<void> {
-    if (!position) return;
-    try {
-      await this.deps.projector.waitFor(position);
-    } catch (error) {
-      // The event is durable; a slow read model only delays when it shows.
-      this.deps.log.warn({ err: error }, 'read models lag behind a write');
-    }
+  private settle(position: Parameters<typeof settle>[1]): Promise<void> {
+    return settle(this.deps.projector, position, this.deps.log);
   }
 }

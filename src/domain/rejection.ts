@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 
 /** Why a command was refused. The HTTP layer maps the kind to a status code. */
-export type RejectionKind = 'not_found' | 'conflict' | 'invalid' | 'precondition_failed';
+export type RejectionKind = 'not_found' | 'conflict' | 'invalid' | 'precondition_failed' | 'invalid_state';
 
 export interface Rejection {
   readonly kind: RejectionKind;

@@ -38,5 +38,8 @@ export function fromRejection(rejection: Rejection): ApiError {
       return new ApiError(400, rejection.message, 'invalid_request_error', 'precondition_failed', rejection.param);
     case 'invalid':
       return invalidRequest(rejection.message, rejection.param);
+    case 'invalid_state':
+      // 400, not 409: the official clients retry a 409, and this will not change by retrying.
+      return invalidRequest(rejection.message, rejection.param, 'invalid_state');
   }
 }

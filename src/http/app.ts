@@ -5,12 +5,14 @@ import type { Logger } from 'pino';
 import { installBearerAuth } from './bearer-auth.js';
 import { installErrorHandling } from './error-handler.js';
 import { OpenApiDocument } from './openapi.js';
+import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
+import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
 }
@@ -56,5 +58,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
 
   registerSystemRoutes(app, deps, openapi);
   registerFileRoutes(app, deps);
+  registerBatchRoutes(app, deps);
+  registerJobRoutes(app, deps);
   return app;
 }

@@ -59,9 +59,16 @@ export function toApiError(error: FastifyError | Error): ApiError {
   if (error instanceof BlobNotFoundError) return notFound('No such File object', 'file_id');
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
+    // A JSON body that breaks its schema: the envelope, naming the field and the rule it broke.
     const first = fastifyError.validation[0];
-    const param = first ? ((first.params as { missingProperty?: string }).missingProperty ?? first.instancePath.replace(/^\//, '').replace(/\//g, '.')) : '';
-    return invalidRequest(fastifyError.message, param);
+    const params = (first?.params ?? {}) as { missingProperty?: string; allowedValues?: unknown[] };
+    const path = (first?.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+    if (params.missingProperty) {
+      const param = path ? `${path}.${params.missingProperty}` : params.missingProperty;
+      return invalidRequest(`Missing required parameter: ${param}`, param, 'missing_required_parameter');
+    }
+    const allowed = params.allowedValues ? `: ${params.allowedValues.map((value) => JSON.stringify(value)).join(', ')}` : '';
+    return invalidRequest(`Invalid ${path || 'body'}: ${first?.message ?? 'is invalid'}${allowed}`, path);
   }
   const code = fastifyError.code ?? '';
   if (code === 'FST_REQ_FILE_TOO_LARGE') return tooLarge('File is too large', 'file');

@@ -1,0 +1,107 @@
+import { Readable } from 'node:stream';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
+import type { FileRegistry } from '../src/application/file-registry.js';
+import type { LineCompletedData, LineFailedData, LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { Clock } from '../src/clock.js';
+import type { FileFacts } from '../src/domain/file.js';
+import { derivedId } from '../src/ids.js';
+import type { BatchRow, BatchesQueries } from '../projections/batches-projection.js';
+
+const CORRELATION = { correlationId: 'batch-finalizer' };
+
+/** Whether every line of the batch has its outcome, so its files can be written. */
+export function readyToFinalize(batch: BatchRow): boolean {
+  if (batch.status === 'validating') return batch.stopping !== null; // wound down before it ran
+  if (batch.status !== 'in_progress' && batch.status !== 'finalizing' && batch.status !== 'cancelling') return false;
+  return batch.completed + batch.failed >= batch.total;
+}
+
+/** One output or error file line, in the OpenAI batch line shape. */
+function outputLine(batchId: string, kind: 'output' | 'error', data: LineCompletedData | LineFailedData): string | undefined {
+  const failed = 'error' in data;
+  if ((kind === 'error') !== failed) return undefined;
+  const response = data.status_code === null ? null : { status_code: data.status_code, request_id: data.request_id, body: data.body };
+  return `${JSON.stringify({
+    id: derivedId('batch_req_', `${batchId}/line/${data.line}`),
+    custom_id: data.custom_id,
+    response,
+    error: failed ? ((data as LineFailedData).error ?? null) : null,
+  })}\n`;
+}
+
+/**
+ * Ends a batch once every line has an outcome: writes the output file (successes) and, if any
+ * line failed, the error file, each line in input order, then records completed, cancelled or
+ * expired. Every step may be repeated after a crash: the files' ids and contents are derived
+ * from the batch, so a second run rewrites the same bytes and registers nothing twice.
+ */
+export class BatchFinalizer {
+  constructor(
+    private readonly deps: {
+      batches: BatchLifecycle;
+      queries: BatchesQueries;
+      outcomes: LineOutcomeLog;
+      files: FileRegistry;
+      clock: Clock;
+      log: Pick<Logger, 'info'>;
+    },
+  ) {}
+
+  async finalize(batchId: string): Promise<void> {
+    let batch = this.deps.queries.get(batchId);
+    if (!batch || !readyToFinalize(batch)) return;
+    if (batch.status === 'in_progress' && !batch.stopping) {
+      await this.deps.batches.run(batchId, { type: 'BeginFinalizing', at: this.deps.clock.nowSeconds() }, CORRELATION);
+      batch = this.deps.queries.get(batchId)!;
+    }
+    let outputFileId: string | null = null;
+    let errorFileId: string | null = null;
+    if (batch.in_progress_at !== null) {
+      outputFileId = await this.writeFile(batch, 'output');
+      errorFileId = batch.failed > 0 ? await this.writeFile(batch, 'error') : null;
+    }
+    await this.deps.batches.run(
+      batchId,
+      { type: 'FinishBatch', at: this.deps.clock.nowSeconds(), output_file_id: outputFileId, error_file_id: errorFileId },
+      CORRELATION,
+    );
+    this.deps.log.info({ batch_id: batchId, output_file_id: outputFileId, error_file_id: errorFileId }, 'batch finalized');
+  }
+
+  private async writeFile(batch: BatchRow, kind: 'output' | 'error'): Promise<string> {
+    const fileId = derivedId('file-', `${batch.id}/${kind}`);
+    const lines = this.lines(batch, kind);
+    const content = await this.deps.files.storeContent(fileId, Readable.from(lines), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
+    const createdAt = this.deps.clock.nowSeconds();
+    const expiresAfter = batch.output_expires_after ? (JSON.parse(batch.output_expires_after) as { seconds: number }) : null;
+    const facts: FileFacts = {
+      fileId,
+      filename: `${batch.id}_${kind}.jsonl`,
+      purpose: 'batch_output',
+      bytes: content.bytes,
+      sha256: content.sha256,
+      blobKey: content.blobKey,
+      createdAt,
+      expiresAt: expiresAfter ? createdAt + expiresAfter.seconds : null,
+    };
+    const registered = await this.deps.files.register(facts, CORRELATION);
+    // Already registered by a run that stopped before finishing the batch: the same file.
+    if (E.isLeft(registered) && registered.left.kind !== 'conflict') throw new Error(registered.left.message);
+    return fileId;
+  }
+
+  /** The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. */
+  private async *lines(batch: BatchRow, kind: 'output' | 'error'): AsyncGenerator<string> {
+    for (const chunk of this.deps.queries.chunks(batch.id)) {
+      const events = await this.deps.outcomes.read(batch.id, chunk.chunk);
+      if (events.length < chunk.lines) throw new Error(`batch ${batch.id} chunk ${chunk.chunk} has ${events.length} of ${chunk.lines} outcomes`);
+      const outcomes = events.map((event) => event.data as unknown as LineCompletedData | LineFailedData).sort((a, b) => a.line - b.line);
+      for (const outcome of outcomes) {
+        const line = outputLine(batch.id, kind, outcome);
+        if (line) yield line;
+      }
+    }
+  }
+}

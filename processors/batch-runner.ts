@@ -1,0 +1,184 @@
+import type { Logger } from 'pino';
+import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
+import type { LineOutcome, LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { BlobStore } from '../src/blob-store/blob-store.js';
+import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
+import type { Clock } from '../src/clock.js';
+import { isBlank } from '../src/domain/batch-input.js';
+import { stoppingCode } from '../src/domain/batch.js';
+import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, ZERO_USAGE, usageOf } from '../src/engine/engine.js';
+import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
+import { physicalLines } from './jsonl-lines.js';
+
+const CORRELATION = 'batch-runner';
+/** Outcomes are recorded in groups: one durable append per group, not per line. */
+const FLUSH_LINES = 64;
+const FLUSH_MS = 50;
+
+const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
+
+/**
+ * Runs chunks of batch lines through the engines. Each line is checked against the batch's state
+ * just before it is sent: once a batch is cancelling or expiring no new line goes out, lines in
+ * flight finish, and the lines left are recorded as batch_cancelled or batch_expired.
+ */
+export class BatchRunner {
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly queue: ChunkRow[] = [];
+
+  constructor(
+    private readonly deps: {
+      blobStore: BlobStore;
+      batches: BatchLifecycle;
+      queries: BatchesQueries;
+      outcomes: LineOutcomeLog;
+      engines: EngineDirectory;
+      clock: Clock;
+      log: Pick<Logger, 'info' | 'warn' | 'error'>;
+      /** Chunks run at once; each sends its lines as fast as its engine's concurrency admits. */
+      parallelChunks: number;
+    },
+  ) {}
+
+  /** Queues chunks that are not running or queued already. */
+  dispatch(chunks: readonly ChunkRow[]): void {
+    const queued = new Set(this.queue.map(chunkKey));
+    for (const chunk of chunks) {
+      const key = chunkKey(chunk);
+      if (!this.running.has(key) && !queued.has(key)) {
+        this.queue.push(chunk);
+        queued.add(key);
+      }
+    }
+    this.pump();
+  }
+
+  private pump(): void {
+    while (this.running.size < this.deps.parallelChunks && this.queue.length > 0) {
+      const chunk = this.queue.shift()!;
+      const key = chunkKey(chunk);
+      const run = this.runChunk(chunk)
+        .catch((error: unknown) => this.deps.log.error({ err: error, batch_id: chunk.batch_id, chunk: chunk.chunk }, 'chunk failed; it will be retried'))
+        .finally(() => {
+          this.running.delete(key);
+          this.pump();
+        });
+      this.running.set(key, run);
+    }
+  }
+
+  /** Resolves when no chunk is running or queued (tests, shutdown). */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
+  }
+
+  async stop(): Promise<void> {
+    this.queue.length = 0;
+    await this.idle();
+  }
+
+  private async runChunk(chunk: ChunkRow): Promise<void> {
+    const batch = this.deps.queries.get(chunk.batch_id);
+    if (!batch || !batch.input_blob_key || (batch.status !== 'in_progress' && batch.status !== 'cancelling')) return;
+    const settled = await this.deps.outcomes.settledLines(chunk.batch_id, chunk.chunk);
+    if (settled.size >= chunk.lines) return;
+
+    const engine = this.deps.engines.engineFor(batch.model);
+    if (!engine) {
+      await this.failBatch(batch, 'model_not_available', `No engine serves model ${JSON.stringify(batch.model)}`);
+      return;
+    }
+    let source;
+    try {
+      source = await this.deps.blobStore.get(batch.input_blob_key, { start: chunk.start, end: chunk.end - 1 });
+    } catch (error) {
+      if (!(error instanceof BlobNotFoundError)) throw error;
+      await this.failBatch(batch, 'input_file_not_found', `Input file ${batch.input_file_id} was deleted while the batch ran`);
+      return;
+    }
+
+    const recorder = new OutcomeRecorder(this.deps.outcomes, chunk);
+    const work: Promise<void>[] = [];
+    try {
+      for await (const line of physicalLines(source, chunk.first_line, chunk.start)) {
+        if (isBlank(line.text) || settled.has(line.number)) continue;
+        work.push(this.runLine(batch, engine, line.number, line.text).then((outcome) => recorder.add(outcome)));
+      }
+      await Promise.all(work);
+    } finally {
+      source.destroy();
+      await recorder.close();
+    }
+  }
+
+  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string): Promise<LineOutcome> {
+    const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
+    const base = { batch_id: batch.id, line, custom_id: request.custom_id };
+    const stopped = () => {
+      const stopping = this.deps.queries.get(batch.id)?.stopping;
+      return stopping ? failed(base, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
+    };
+    const before = stopped();
+    if (before) return before;
+    try {
+      const response = await engine.infer({
+        endpoint: batch.endpoint,
+        body: { ...request.body, model: request.body.model ?? batch.model },
+        // The engine's concurrency limit may keep a line waiting: look at the batch again once admitted.
+        withdraw: () => Boolean(stopped()),
+      });
+      const usage = usageOf(response.body);
+      if (response.statusCode < 400) {
+        return { type: 'LineCompleted', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, usage } };
+      }
+      return { type: 'LineFailed', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
+    } catch (error) {
+      if (error instanceof RequestWithdrawnError) return stopped() ?? failed(base, 'batch_cancelled', 'The batch stopped before this request was sent');
+      const message = error instanceof EngineUnavailableError ? error.message : `The request could not be sent: ${String(error)}`;
+      return failed(base, 'engine_unavailable', message);
+    }
+  }
+
+  private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {
+    await this.deps.batches.run(batch.id, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors: [{ code, line: null, message, param: null }] }, { correlationId: CORRELATION });
+  }
+}
+
+function failed(base: { batch_id: string; line: number; custom_id: string }, code: string, message: string): LineOutcome {
+  return { type: 'LineFailed', data: { ...base, request_id: null, status_code: null, body: null, error: { code, message }, usage: ZERO_USAGE } };
+}
+
+/** Collects a chunk's outcomes and records them in groups, one append at a time. */
+class OutcomeRecorder {
+  private pending: LineOutcome[] = [];
+  private writing: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private failure: unknown;
+
+  constructor(private readonly log: LineOutcomeLog, private readonly chunk: ChunkRow) {}
+
+  add(outcome: LineOutcome): void {
+    this.pending.push(outcome);
+    if (this.pending.length >= FLUSH_LINES) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
+  }
+
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending.length === 0) return;
+    const group = this.pending;
+    this.pending = [];
+    this.writing = this.writing
+      .then(() => this.log.record(this.chunk.batch_id, this.chunk.chunk, group, CORRELATION))
+      .catch((error: unknown) => {
+        this.failure ??= error;
+      });
+  }
+
+  async close(): Promise<void> {
+    this.flush();
+    await this.writing;
+    if (this.failure) throw this.failure;
+  }
+}

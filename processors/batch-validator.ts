@@ -1,0 +1,142 @@
+import type { Logger } from 'pino';
+import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
+import { loadState } from '../src/application/command-handler.js';
+import type { BlobStore } from '../src/blob-store/blob-store.js';
+import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
+import type { Clock } from '../src/clock.js';
+import {
+  MAX_EMBEDDING_INPUTS_PER_BATCH,
+  MAX_LISTED_ERRORS,
+  MAX_REQUESTS_PER_BATCH,
+  checkInputLine,
+  isBlank,
+} from '../src/domain/batch-input.js';
+import type { BatchError, BatchFacts, ChunkSpec } from '../src/domain/batch.js';
+import { DEFAULT_UPLOAD_LIMITS, evolveFile, fileStreamName, initialFileState } from '../src/domain/file.js';
+import type { EngineDirectory } from '../src/engine/engine.js';
+import type { EventStore } from '../src/event-store/event-store.js';
+import { physicalLines } from './jsonl-lines.js';
+
+const CORRELATION = { correlationId: 'batch-validator' };
+
+/**
+ * Validates a batch's input file, as OpenAI does, after the batch was created: streams the file
+ * once, checks every line and the file-wide limits, and splits the requests into chunks of work.
+ */
+export class BatchValidator {
+  constructor(
+    private readonly deps: {
+      eventStore: EventStore;
+      blobStore: BlobStore;
+      batches: BatchLifecycle;
+      engines: EngineDirectory;
+      clock: Clock;
+      log: Pick<Logger, 'info' | 'warn'>;
+      chunkLines: number;
+      maxInputBytes?: number;
+    },
+  ) {}
+
+  async validate(batchId: string): Promise<void> {
+    const state = await this.deps.batches.state(batchId);
+    if (state.status !== 'validating' || state.stopping) return;
+    const facts = state.facts;
+    const fail = (errors: BatchError[]) => this.deps.batches.run(batchId, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors }, CORRELATION);
+
+    if (!this.deps.engines.engineFor(facts.model)) {
+      await fail([{ code: 'model_not_available', line: null, message: `No engine serves model ${JSON.stringify(facts.model)}`, param: 'model' }]);
+      return;
+    }
+    const { state: file } = await loadState(this.deps.eventStore, fileStreamName(facts.input_file_id), { evolve: evolveFile, initialState: initialFileState });
+    if (file.status !== 'active') {
+      await fail([{ code: 'input_file_not_found', line: null, message: `Input file ${facts.input_file_id} no longer exists`, param: 'input_file_id' }]);
+      return;
+    }
+    const maxBytes = this.deps.maxInputBytes ?? DEFAULT_UPLOAD_LIMITS.maxBatchFileBytes;
+    if (file.file.bytes > maxBytes) {
+      await fail([{ code: 'file_too_large', line: null, message: `Input file is ${file.file.bytes} bytes; the input file size limit is ${maxBytes} bytes`, param: 'input_file_id' }]);
+      return;
+    }
+
+    let outcome: Awaited<ReturnType<BatchValidator['scan']>>;
+    try {
+      outcome = await this.scan(facts, file.file.blobKey);
+    } catch (error) {
+      if (!(error instanceof BlobNotFoundError)) throw error;
+      await fail([{ code: 'input_file_not_found', line: null, message: `Input file ${facts.input_file_id} no longer exists`, param: 'input_file_id' }]);
+      return;
+    }
+    const at = this.deps.clock.nowSeconds();
+    if (outcome.errors.length > 0) {
+      await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: false, errors: outcome.errors } }, CORRELATION);
+    } else {
+      await this.deps.batches.run(
+        batchId,
+        { type: 'RecordValidation', at, outcome: { ok: true, validation: { total: outcome.total, input_blob_key: file.file.blobKey, chunks: outcome.chunks } } },
+        CORRELATION,
+      );
+    }
+    this.deps.log.info({ batch_id: batchId, total: outcome.total, errors: outcome.errors.length }, 'batch validated');
+  }
+
+  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[] }> {
+    const errors: BatchError[] = [];
+    let errorCount = 0;
+    const addError = (error: BatchError) => {
+      errorCount += 1;
+      if (errors.length < MAX_LISTED_ERRORS) errors.push(error);
+    };
+    const customIds = new Set<string>();
+    const chunks: ChunkSpec[] = [];
+    let current: { index: number; first_line: number; lines: number; start: number; end: number } | undefined;
+    let total = 0;
+    let embeddingInputs = 0;
+
+    const source = await this.deps.blobStore.get(blobKey);
+    try {
+      for await (const line of physicalLines(source)) {
+        if (isBlank(line.text)) {
+          if (current) current.end = line.end;
+          continue;
+        }
+        total += 1;
+        if (total > MAX_REQUESTS_PER_BATCH) {
+          addError({ code: 'too_many_tasks', line: line.number, message: `The input file has more than ${MAX_REQUESTS_PER_BATCH} requests, the limit of requests per batch`, param: null });
+          break;
+        }
+        const checked = checkInputLine(line.text, line.number, facts);
+        if (!checked.ok) addError(checked.error);
+        else {
+          if (customIds.has(checked.line.custom_id)) {
+            addError({ code: 'duplicate_custom_id', line: line.number, message: `Line ${line.number}: custom_id ${JSON.stringify(checked.line.custom_id)} is not unique in the file`, param: 'custom_id' });
+          }
+          customIds.add(checked.line.custom_id);
+          embeddingInputs += checked.embeddingInputs;
+        }
+        if (!current || current.lines === this.deps.chunkLines) {
+          if (current) chunks.push(current);
+          current = { index: chunks.length, first_line: line.number, lines: 0, start: line.start, end: line.end };
+        }
+        current.lines += 1;
+        current.end = line.end;
+      }
+    } finally {
+      source.destroy();
+    }
+    if (current) chunks.push(current);
+
+    if (embeddingInputs > MAX_EMBEDDING_INPUTS_PER_BATCH) {
+      addError({
+        code: 'too_many_embedding_inputs',
+        line: null,
+        message: `The batch has ${embeddingInputs} embedding inputs; the limit is ${MAX_EMBEDDING_INPUTS_PER_BATCH} embedding inputs across all requests`,
+        param: 'input',
+      });
+    }
+    if (total === 0) addError({ code: 'empty_file', line: null, message: 'The input file has no requests', param: 'input_file_id' });
+    if (errorCount > errors.length) {
+      errors[errors.length - 1] = { code: 'too_many_errors', line: null, message: `${errorCount} errors in all; the first ${errors.length - 1} are listed`, param: null };
+    }
+    return { total, chunks, errors };
+  }
+}

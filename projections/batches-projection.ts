@@ -1,0 +1,298 @@
+import type Database from 'better-sqlite3';
+import type { LineCompletedData, LineFailedData } from '../src/application/line-outcomes.js';
+import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
+import type { BatchError, BatchEvent, BatchStatus, ChunkSpec } from '../src/domain/batch.js';
+import type { JobEvent } from '../src/domain/job.js';
+import type { RecordedEvent } from '../src/event-store/event-store.js';
+import type { Projection } from './projection.js';
+import { statement } from './read-model-store.js';
+
+export const jobsProjection: Projection = {
+  name: 'jobs',
+  version: 1,
+  create(db) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS jobs (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id          TEXT    NOT NULL UNIQUE,
+        model           TEXT    NOT NULL,
+        use_case        TEXT    NOT NULL,
+        sla             TEXT    NOT NULL,
+        price_1m_tokens REAL    NOT NULL,
+        reserved_at     INTEGER NOT NULL
+      );
+    `);
+  },
+  drop(db) {
+    db.exec('DROP TABLE IF EXISTS jobs');
+  },
+  apply(db, recorded) {
+    const event = recorded as unknown as JobEvent;
+    if (event.type !== 'JobReserved') return;
+    statement(
+      db,
+      `INSERT INTO jobs (job_id, model, use_case, sla, price_1m_tokens, reserved_at)
+       VALUES (@job_id, @model, @use_case, @sla, @price_1m_tokens, @reserved_at) ON CONFLICT (job_id) DO NOTHING`,
+    ).run(event.data);
+  },
+};
+
+const LINES_STREAM = /^batchlines-(.+)-(\d+)$/;
+
+export const batchesProjection: Projection = {
+  name: 'batches',
+  version: 1,
+  create(db) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS batches (
+        seq                  INTEGER PRIMARY KEY AUTOINCREMENT,
+        id                   TEXT    NOT NULL UNIQUE,
+        input_file_id        TEXT    NOT NULL,
+        endpoint             TEXT    NOT NULL,
+        completion_window    TEXT    NOT NULL,
+        job_id               TEXT    NOT NULL,
+        model                TEXT    NOT NULL,
+        price_1m_tokens      REAL    NOT NULL,
+        metadata             TEXT,
+        output_expires_after TEXT,
+        status               TEXT    NOT NULL,
+        stopping             TEXT,
+        input_blob_key       TEXT,
+        created_at           INTEGER NOT NULL,
+        expires_at           INTEGER,
+        in_progress_at       INTEGER,
+        finalizing_at        INTEGER,
+        completed_at         INTEGER,
+        failed_at            INTEGER,
+        expired_at           INTEGER,
+        cancelling_at        INTEGER,
+        cancelled_at         INTEGER,
+        output_file_id       TEXT,
+        error_file_id        TEXT,
+        total                INTEGER NOT NULL DEFAULT 0,
+        completed            INTEGER NOT NULL DEFAULT 0,
+        failed               INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens        INTEGER NOT NULL DEFAULT 0,
+        completion_tokens    INTEGER NOT NULL DEFAULT 0,
+        total_tokens         INTEGER NOT NULL DEFAULT 0,
+        error_count          INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX IF NOT EXISTS batches_by_status ON batches (status);
+      CREATE TABLE IF NOT EXISTS batch_chunks (
+        batch_id   TEXT    NOT NULL,
+        chunk      INTEGER NOT NULL,
+        first_line INTEGER NOT NULL,
+        lines      INTEGER NOT NULL,
+        start      INTEGER NOT NULL,
+        end        INTEGER NOT NULL,
+        settled    INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (batch_id, chunk)
+      );
+      CREATE TABLE IF NOT EXISTS batch_errors (
+        batch_id TEXT    NOT NULL,
+        position INTEGER NOT NULL,
+        code     TEXT    NOT NULL,
+        line     INTEGER,
+        message  TEXT    NOT NULL,
+        param    TEXT,
+        PRIMARY KEY (batch_id, position)
+      );
+    `);
+  },
+  drop(db) {
+    db.exec('DROP TABLE IF EXISTS batches; DROP TABLE IF EXISTS batch_chunks; DROP TABLE IF EXISTS batch_errors;');
+  },
+  apply(db, recorded) {
+    const lines = LINES_STREAM.exec(recorded.streamName);
+    if (lines) {
+      applyLineOutcome(db, recorded, Number(lines[2]));
+      return;
+    }
+    const event = recorded as unknown as BatchEvent;
+    const set = (assignments: string, params: object) =>
+      statement(db, `UPDATE batches SET ${assignments} WHERE id = @batch_id`).run(params);
+    switch (event.type) {
+      case 'BatchCreated': {
+        const data = event.data;
+        statement(
+          db,
+          `INSERT INTO batches (id, input_file_id, endpoint, completion_window, job_id, model, price_1m_tokens, metadata, output_expires_after, status, created_at, expires_at)
+           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, 'validating', @created_at, @expires_at)
+           ON CONFLICT (id) DO NOTHING`,
+        ).run({
+          ...data,
+          metadata: data.metadata === null ? null : JSON.stringify(data.metadata),
+          output_expires_after: data.output_expires_after === null ? null : JSON.stringify(data.output_expires_after),
+        });
+        return;
+      }
+      case 'BatchValidated': {
+        set("status = 'in_progress', in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key", event.data);
+        const insert = statement(db, 'INSERT OR IGNORE INTO batch_chunks (batch_id, chunk, first_line, lines, start, end) VALUES (?, ?, ?, ?, ?, ?)');
+        for (const chunk of event.data.chunks as ChunkSpec[]) insert.run(event.data.batch_id, chunk.index, chunk.first_line, chunk.lines, chunk.start, chunk.end);
+        return;
+      }
+      case 'BatchFailed':
+        set("status = 'failed', failed_at = @failed_at", event.data);
+        for (const error of event.data.errors) addError(db, event.data.batch_id, error);
+        return;
+      case 'BatchCancelRequested':
+        set("status = 'cancelling', stopping = 'cancelled', cancelling_at = @cancelling_at", event.data);
+        return;
+      case 'BatchExpiryStarted':
+        set("stopping = 'expired'", event.data);
+        return;
+      case 'BatchFinalizing':
+        set("status = 'finalizing', finalizing_at = @finalizing_at", event.data);
+        return;
+      case 'BatchCompleted':
+        set("status = 'completed', completed_at = @completed_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        return;
+      case 'BatchCancelled':
+        set("status = 'cancelled', cancelled_at = @cancelled_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        return;
+      case 'BatchExpired':
+        set("status = 'expired', expired_at = @expired_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        return;
+    }
+  },
+};
+
+function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, chunk: number): void {
+  if (recorded.type !== 'LineCompleted' && recorded.type !== 'LineFailed') return;
+  const data = recorded.data as unknown as LineCompletedData | LineFailedData;
+  const completed = recorded.type === 'LineCompleted' ? 1 : 0;
+  statement(
+    db,
+    `UPDATE batches SET completed = completed + @completed, failed = failed + @failed,
+       prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens
+     WHERE id = @batch_id`,
+  ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, ...data.usage });
+  statement(db, 'UPDATE batch_chunks SET settled = settled + 1 WHERE batch_id = ? AND chunk = ?').run(data.batch_id, chunk);
+  if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
+}
+
+/** A failed line as an entry of the batch's errors.data (spec §7). */
+export function lineError(data: LineFailedData): BatchError {
+  const engineError = (data.body as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
+  return {
+    code: data.error?.code ?? (typeof engineError?.code === 'string' ? engineError.code : `http_${data.status_code ?? 0}`),
+    line: data.line,
+    message: data.error?.message ?? (typeof engineError?.message === 'string' ? engineError.message : `The engine answered ${data.status_code}`),
+    param: typeof engineError?.param === 'string' ? engineError.param : null,
+  };
+}
+
+function addError(db: Database.Database, batchId: string, error: BatchError): void {
+  const row = statement(db, 'SELECT error_count FROM batches WHERE id = ?').get(batchId) as { error_count: number } | undefined;
+  if (!row) return;
+  if (row.error_count < MAX_LISTED_ERRORS) {
+    statement(db, 'INSERT OR IGNORE INTO batch_errors (batch_id, position, code, line, message, param) VALUES (?, ?, ?, ?, ?, ?)').run(
+      batchId,
+      row.error_count,
+      error.code,
+      error.line,
+      error.message,
+      error.param,
+    );
+  }
+  statement(db, 'UPDATE batches SET error_count = error_count + 1 WHERE id = ?').run(batchId);
+}
+
+export interface BatchRow {
+  readonly id: string;
+  readonly input_file_id: string;
+  readonly endpoint: string;
+  readonly completion_window: string;
+  readonly job_id: string;
+  readonly model: string;
+  readonly price_1m_tokens: number;
+  readonly metadata: string | null;
+  readonly output_expires_after: string | null;
+  readonly status: BatchStatus;
+  readonly stopping: 'cancelled' | 'expired' | null;
+  readonly input_blob_key: string | null;
+  readonly created_at: number;
+  readonly expires_at: number | null;
+  readonly in_progress_at: number | null;
+  readonly finalizing_at: number | null;
+  readonly completed_at: number | null;
+  readonly failed_at: number | null;
+  readonly expired_at: number | null;
+  readonly cancelling_at: number | null;
+  readonly cancelled_at: number | null;
+  readonly output_file_id: string | null;
+  readonly error_file_id: string | null;
+  readonly total: number;
+  readonly completed: number;
+  readonly failed: number;
+  readonly prompt_tokens: number;
+  readonly completion_tokens: number;
+  readonly total_tokens: number;
+  readonly error_count: number;
+}
+
+export interface ChunkRow {
+  readonly batch_id: string;
+  readonly chunk: number;
+  readonly first_line: number;
+  readonly lines: number;
+  readonly start: number;
+  readonly end: number;
+  readonly settled: number;
+}
+
+export interface JobRow {
+  readonly job_id: string;
+  readonly model: string;
+  readonly use_case: string;
+  readonly sla: string;
+  readonly price_1m_tokens: number;
+  readonly reserved_at: number;
+}
+
+export class BatchesQueries {
+  constructor(private readonly db: Database.Database) {}
+
+  get(batchId: string): BatchRow | undefined {
+    return statement(this.db, 'SELECT * FROM batches WHERE id = ?').get(batchId) as BatchRow | undefined;
+  }
+
+  errors(batchId: string): BatchError[] {
+    return statement(this.db, 'SELECT code, line, message, param FROM batch_errors WHERE batch_id = ? ORDER BY line IS NULL, line, position').all(batchId) as BatchError[];
+  }
+
+  /** Newest first; `after` is exclusive. Undefined when the cursor names no batch. */
+  list(limit: number, after?: string): { data: BatchRow[]; hasMore: boolean } | undefined {
+    let rows: BatchRow[];
+    if (after !== undefined) {
+      const cursor = statement(this.db, 'SELECT seq FROM batches WHERE id = ?').get(after) as { seq: number } | undefined;
+      if (!cursor) return undefined;
+      rows = statement(this.db, 'SELECT * FROM batches WHERE seq < ? ORDER BY seq DESC LIMIT ?').all(cursor.seq, limit + 1) as BatchRow[];
+    } else {
+      rows = statement(this.db, 'SELECT * FROM batches ORDER BY seq DESC LIMIT ?').all(limit + 1) as BatchRow[];
+    }
+    return { data: rows.slice(0, limit), hasMore: rows.length > limit };
+  }
+
+  withStatus(statuses: readonly BatchStatus[]): BatchRow[] {
+    return statement(this.db, `SELECT * FROM batches WHERE status IN (${statuses.map(() => '?').join(', ')}) ORDER BY seq`).all(...statuses) as BatchRow[];
+  }
+
+  /** Chunks of running batches that still have lines without an outcome. */
+  unsettledChunks(): ChunkRow[] {
+    return statement(
+      this.db,
+      `SELECT c.* FROM batch_chunks c JOIN batches b ON b.id = c.batch_id
+       WHERE b.status IN ('in_progress', 'cancelling') AND c.settled < c.lines ORDER BY b.seq, c.chunk`,
+    ).all() as ChunkRow[];
+  }
+
+  chunks(batchId: string): ChunkRow[] {
+    return statement(this.db, 'SELECT * FROM batch_chunks WHERE batch_id = ? ORDER BY chunk').all(batchId) as ChunkRow[];
+  }
+
+  jobs(): JobRow[] {
+    return statement(this.db, 'SELECT job_id, model, use_case, sla, price_1m_tokens, reserved_at FROM jobs ORDER BY seq').all() as JobRow[];
+  }
+}

@@ -1,0 +1,88 @@
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import {
+  type BatchCommand,
+  type BatchEndpoint,
+  type BatchEvent,
+  type BatchFacts,
+  type BatchState,
+  type OutputExpiresAfter,
+  batchStreamName,
+  decideBatch,
+  evolveBatch,
+  initialBatchState,
+} from '../domain/batch.js';
+import { type FileEvent, type FileState, evolveFile, fileStreamName, initialFileState } from '../domain/file.js';
+import { slaSeconds } from '../domain/job.js';
+import { type Rejection, reject } from '../domain/rejection.js';
+import type { EventStore } from '../event-store/event-store.js';
+import { newBatchId } from '../ids.js';
+import type { Projector } from '../../projections/projector.js';
+import { type Decider, type Handled, handleCommand, loadState } from './command-handler.js';
+import type { CommandMetadata } from './file-registry.js';
+import type { JobRegistry } from './job-registry.js';
+import { settle } from './read-your-writes.js';
+
+export const batchDecider: Decider<BatchCommand, BatchState, BatchEvent> = { decide: decideBatch, evolve: evolveBatch, initialState: initialBatchState };
+const fileDecider = { evolve: evolveFile, initialState: initialFileState } as Pick<Decider<never, FileState, FileEvent>, 'evolve' | 'initialState'>;
+
+export interface CreateBatchRequest {
+  readonly input_file_id: string;
+  readonly endpoint: BatchEndpoint;
+  readonly completion_window: 'unlimited';
+  readonly job_id: string;
+  readonly metadata?: Record<string, string> | null;
+  readonly output_expires_after?: OutputExpiresAfter | null;
+}
+
+/** Commands on batches, from clients (create, cancel) and from the processors. */
+export class BatchLifecycle {
+  constructor(private readonly deps: { eventStore: EventStore; projector: Projector; jobs: JobRegistry; clock: Clock; log: Pick<Logger, 'warn'> }) {}
+
+  async create(request: CreateBatchRequest, metadata: CommandMetadata): Promise<E.Either<Rejection, BatchFacts>> {
+    const now = this.deps.clock.nowSeconds();
+    const job = await this.deps.jobs.find(request.job_id);
+    if (!job) {
+      return reject('invalid', `Unknown job_id ${JSON.stringify(request.job_id)}: a job must be reserved for the account before batches can use it`, 'job_id');
+    }
+    const { state: file } = await loadState(this.deps.eventStore, fileStreamName(request.input_file_id), fileDecider);
+    if (file.status !== 'active' || (file.file.expiresAt !== null && file.file.expiresAt <= now)) {
+      return reject('invalid', `No such File object: ${request.input_file_id}`, 'input_file_id');
+    }
+    if (file.file.purpose !== 'batch') {
+      return reject('invalid', `File ${request.input_file_id} has purpose ${file.file.purpose}; a batch input file must have purpose batch`, 'input_file_id');
+    }
+    const sla = slaSeconds(job.sla) ?? null;
+    const facts: BatchFacts = {
+      batch_id: newBatchId(),
+      input_file_id: request.input_file_id,
+      endpoint: request.endpoint,
+      completion_window: request.completion_window,
+      job_id: job.job_id,
+      model: job.model,
+      price_1m_tokens: job.price_1m_tokens,
+      metadata: request.metadata ?? null,
+      output_expires_after: request.output_expires_after ?? null,
+      created_at: now,
+      expires_at: sla === null ? null : now + sla,
+    };
+    const outcome = await this.run(facts.batch_id, { type: 'CreateBatch', facts }, metadata);
+    return E.map(() => facts)(outcome);
+  }
+
+  cancel(batchId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, Handled<BatchState, BatchEvent>>> {
+    return this.run(batchId, { type: 'CancelBatch', at: this.deps.clock.nowSeconds() }, metadata);
+  }
+
+  async state(batchId: string): Promise<BatchState> {
+    return (await loadState(this.deps.eventStore, batchStreamName(batchId), batchDecider)).state;
+  }
+
+  /** Runs a command on the batch's stream; the read models hold its events when this returns. */
+  async run(batchId: string, command: BatchCommand, metadata: CommandMetadata): Promise<E.Either<Rejection, Handled<BatchState, BatchEvent>>> {
+    const outcome = await handleCommand(this.deps.eventStore, batchStreamName(batchId), batchDecider, command, { metadata });
+    if (E.isRight(outcome)) await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
+    return outcome;
+  }
+}

@@ -1,0 +1,174 @@
+// The Batch aggregate (stream batch-<id>): lifecycle only. Line outcomes live in their own
+// streams (batchlines-<id>-<chunk>) so that a 50,000-line batch never makes this one slow to load.
+import * as E from 'fp-ts/lib/Either.js';
+import { type Rejection, reject } from './rejection.js';
+
+export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
+export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
+
+export type BatchStatus = 'validating' | 'failed' | 'in_progress' | 'finalizing' | 'completed' | 'expired' | 'cancelling' | 'cancelled';
+export const FINAL_STATUSES: readonly BatchStatus[] = ['failed', 'completed', 'expired', 'cancelled'];
+
+export interface BatchError {
+  readonly code: string;
+  readonly line: number | null;
+  readonly message: string;
+  readonly param: string | null;
+}
+
+export interface OutputExpiresAfter {
+  readonly anchor: 'created_at';
+  readonly seconds: number;
+}
+
+export interface BatchFacts {
+  readonly batch_id: string;
+  readonly input_file_id: string;
+  readonly endpoint: BatchEndpoint;
+  readonly completion_window: 'unlimited';
+  readonly job_id: string;
+  readonly model: string;
+  readonly price_1m_tokens: number;
+  readonly metadata: Readonly<Record<string, string>> | null;
+  readonly output_expires_after: OutputExpiresAfter | null;
+  readonly created_at: number;
+  readonly expires_at: number | null;
+}
+
+/** A run of consecutive input lines processed as one unit of work. */
+export interface ChunkSpec {
+  readonly index: number;
+  /** 1-based physical line number of the chunk's first line. */
+  readonly first_line: number;
+  /** Requests in the chunk (blank lines are not requests). */
+  readonly lines: number;
+  /** Byte range of the chunk in the input file: [start, end). */
+  readonly start: number;
+  readonly end: number;
+}
+
+export interface Validation {
+  readonly total: number;
+  readonly input_blob_key: string;
+  readonly chunks: readonly ChunkSpec[];
+}
+
+export type BatchState =
+  | { readonly status: 'absent' }
+  | {
+      readonly status: BatchStatus;
+      readonly facts: BatchFacts;
+      readonly validation: Validation | null;
+      /** Why the batch is winding down before all its lines ran. */
+      readonly stopping: 'cancelled' | 'expired' | null;
+    };
+
+export const initialBatchState: BatchState = { status: 'absent' };
+
+export type BatchCommand =
+  | { readonly type: 'CreateBatch'; readonly facts: BatchFacts }
+  | { readonly type: 'RecordValidation'; readonly at: number; readonly outcome: { readonly ok: true; readonly validation: Validation } | { readonly ok: false; readonly errors: readonly BatchError[] } }
+  | { readonly type: 'CancelBatch'; readonly at: number }
+  | { readonly type: 'StartExpiry'; readonly at: number }
+  | { readonly type: 'BeginFinalizing'; readonly at: number }
+  | { readonly type: 'FinishBatch'; readonly at: number; readonly output_file_id: string | null; readonly error_file_id: string | null }
+  | { readonly type: 'FailBatch'; readonly at: number; readonly errors: readonly BatchError[] };
+
+type Id = { readonly batch_id: string };
+export type BatchEvent =
+  | { readonly type: 'BatchCreated'; readonly data: BatchFacts }
+  | { readonly type: 'BatchValidated'; readonly data: Id & Validation & { readonly in_progress_at: number } }
+  | { readonly type: 'BatchFailed'; readonly data: Id & { readonly failed_at: number; readonly errors: readonly BatchError[] } }
+  | { readonly type: 'BatchCancelRequested'; readonly data: Id & { readonly cancelling_at: number } }
+  | { readonly type: 'BatchExpiryStarted'; readonly data: Id & { readonly at: number } }
+  | { readonly type: 'BatchFinalizing'; readonly data: Id & { readonly finalizing_at: number } }
+  | { readonly type: 'BatchCompleted'; readonly data: Id & BatchFiles & { readonly completed_at: number } }
+  | { readonly type: 'BatchCancelled'; readonly data: Id & BatchFiles & { readonly cancelled_at: number } }
+  | { readonly type: 'BatchExpired'; readonly data: Id & BatchFiles & { readonly expired_at: number } };
+
+interface BatchFiles {
+  readonly output_file_id: string | null;
+  readonly error_file_id: string | null;
+}
+
+export const batchStreamName = (batchId: string): string => `batch-${batchId}`;
+export const batchLinesStreamName = (batchId: string, chunk: number): string => `batchlines-${batchId}-${chunk}`;
+
+const notFound = (command: BatchCommand) =>
+  reject('not_found', `No such batch${'facts' in command ? `: ${command.facts.batch_id}` : ''}`, 'batch_id');
+
+export function decideBatch(command: BatchCommand, state: BatchState): E.Either<Rejection, BatchEvent[]> {
+  if (command.type === 'CreateBatch') {
+    if (state.status !== 'absent') return reject('conflict', `Batch ${command.facts.batch_id} already exists`, 'batch_id');
+    return E.right([{ type: 'BatchCreated', data: command.facts }]);
+  }
+  if (state.status === 'absent') return notFound(command);
+  const batch_id = state.facts.batch_id;
+  const final = FINAL_STATUSES.includes(state.status);
+  switch (command.type) {
+    case 'RecordValidation':
+      // A batch cancelled or expiring while it was validated is wound down by the finalizer.
+      if (state.status !== 'validating' || state.stopping) return E.right([]);
+      return E.right([
+        command.outcome.ok
+          ? { type: 'BatchValidated', data: { batch_id, ...command.outcome.validation, in_progress_at: command.at } }
+          : { type: 'BatchFailed', data: { batch_id, failed_at: command.at, errors: command.outcome.errors } },
+      ]);
+    case 'CancelBatch':
+      if (state.status === 'cancelling' || state.status === 'cancelled') return E.right([]);
+      if (state.status !== 'validating' && state.status !== 'in_progress') {
+        return reject('invalid_state', `Cannot cancel a batch that is ${state.status}: only validating or in_progress batches can be cancelled`, 'batch_id');
+      }
+      return E.right([{ type: 'BatchCancelRequested', data: { batch_id, cancelling_at: command.at } }]);
+    case 'StartExpiry':
+      if (state.stopping || (state.status !== 'validating' && state.status !== 'in_progress')) return E.right([]);
+      if (state.facts.expires_at === null || state.facts.expires_at > command.at) {
+        return reject('precondition_failed', `Batch ${batch_id} has not reached its expires_at`, 'batch_id');
+      }
+      return E.right([{ type: 'BatchExpiryStarted', data: { batch_id, at: command.at } }]);
+    case 'BeginFinalizing':
+      if (state.status !== 'in_progress' || state.stopping) return E.right([]);
+      return E.right([{ type: 'BatchFinalizing', data: { batch_id, finalizing_at: command.at } }]);
+    case 'FinishBatch': {
+      const files = { output_file_id: command.output_file_id, error_file_id: command.error_file_id };
+      if (state.status === 'finalizing') return E.right([{ type: 'BatchCompleted', data: { batch_id, ...files, completed_at: command.at } }]);
+      if (state.status === 'cancelling') return E.right([{ type: 'BatchCancelled', data: { batch_id, ...files, cancelled_at: command.at } }]);
+      if (state.stopping === 'expired' && !final) return E.right([{ type: 'BatchExpired', data: { batch_id, ...files, expired_at: command.at } }]);
+      if (final) return E.right([]);
+      return reject('invalid_state', `Batch ${batch_id} is ${state.status}, not ready to finish`, 'batch_id');
+    }
+    case 'FailBatch':
+      if (final) return E.right([]);
+      return E.right([{ type: 'BatchFailed', data: { batch_id, failed_at: command.at, errors: command.errors } }]);
+  }
+}
+
+export function evolveBatch(state: BatchState, event: BatchEvent): BatchState {
+  if (event.type === 'BatchCreated') return { status: 'validating', facts: event.data, validation: null, stopping: null };
+  if (state.status === 'absent') return state;
+  switch (event.type) {
+    case 'BatchValidated': {
+      const { total, input_blob_key, chunks } = event.data;
+      return { ...state, status: 'in_progress', validation: { total, input_blob_key, chunks } };
+    }
+    case 'BatchFailed':
+      return { ...state, status: 'failed' };
+    case 'BatchCancelRequested':
+      return { ...state, status: 'cancelling', stopping: 'cancelled' };
+    case 'BatchExpiryStarted':
+      return { ...state, stopping: 'expired' };
+    case 'BatchFinalizing':
+      return { ...state, status: 'finalizing' };
+    case 'BatchCompleted':
+      return { ...state, status: 'completed' };
+    case 'BatchCancelled':
+      return { ...state, status: 'cancelled' };
+    case 'BatchExpired':
+      return { ...state, status: 'expired' };
+  }
+}
+
+/** The status a batch ends in once a wind-down finishes. */
+export function stoppingCode(stopping: 'cancelled' | 'expired'): string {
+  return stopping === 'cancelled' ? 'batch_cancelled' : 'batch_expired';
+}

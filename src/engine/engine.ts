@@ -1,0 +1,64 @@
+// The engine port: something that answers OpenAI-compatible inference requests. Adapters: an
+// OpenAI-compatible HTTP server (vLLM, SGLang, llama.cpp, OpenAI itself); the built-in CPU model
+// and the fleet that balances replicas come later behind the same port.
+
+export interface EngineRequest {
+  /** The OpenAI path, e.g. /v1/chat/completions. */
+  readonly endpoint: string;
+  readonly body: Record<string, unknown>;
+  readonly signal?: AbortSignal;
+  /**
+   * Asked once the engine admits the request, just before it goes out: true withdraws it
+   * (RequestWithdrawnError). A request may wait a while for a free slot; the world may change.
+   */
+  readonly withdraw?: () => boolean;
+}
+
+export class RequestWithdrawnError extends Error {
+  override readonly name = 'RequestWithdrawnError';
+}
+
+/** An answer from the engine: success or an error status, with its body as sent. */
+export interface EngineResponse {
+  readonly statusCode: number;
+  readonly requestId: string;
+  readonly body: unknown;
+}
+
+/** No answer could be had (connection refused, timeout, upstream kept failing). */
+export class EngineUnavailableError extends Error {
+  override readonly name = 'EngineUnavailableError';
+  constructor(message: string, readonly lastResponse?: EngineResponse) {
+    super(message);
+  }
+}
+
+export interface InferenceEngine {
+  readonly description: string;
+  infer(request: EngineRequest): Promise<EngineResponse>;
+}
+
+/** Which engine serves a model; undefined when none does. */
+export interface EngineDirectory {
+  engineFor(model: string): InferenceEngine | undefined;
+}
+
+export interface Usage {
+  readonly prompt_tokens: number;
+  readonly completion_tokens: number;
+  readonly total_tokens: number;
+}
+
+export const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+
+/** The usage an OpenAI-compatible response reports (chat, completions, embeddings, responses). */
+export function usageOf(body: unknown): Usage {
+  const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
+  if (!usage || typeof usage !== 'object') return ZERO_USAGE;
+  const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
+  // The Responses API names them input_tokens and output_tokens.
+  const prompt = count(usage.prompt_tokens ?? usage.input_tokens);
+  const completion = count(usage.completion_tokens ?? usage.output_tokens);
+  const total = count(usage.total_tokens) || prompt + completion;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
+}

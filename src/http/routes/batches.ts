@@ -1,0 +1,94 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
+import type { BatchLifecycle, CreateBatchRequest } from '../../application/batch-lifecycle.js';
+import type { BatchRow, BatchesQueries } from '../../../projections/batches-projection.js';
+import { fromRejection, invalidRequest, notFound } from '../api-error.js';
+import { httpSchema } from '../http-schemas.js';
+
+export interface BatchRouteDeps {
+  readonly batches: BatchLifecycle;
+  readonly batchesQueries: BatchesQueries;
+}
+
+/** The Batch object of spec §2.1, from the read model. */
+export function batchObject(row: BatchRow, errors: ReturnType<BatchesQueries['errors']>) {
+  return {
+    id: row.id,
+    object: 'batch' as const,
+    completion_window: row.completion_window,
+    created_at: row.created_at,
+    endpoint: row.endpoint,
+    job_id: row.job_id,
+    input_file_id: row.input_file_id,
+    request_counts: { completed: row.completed, failed: row.failed, total: row.total },
+    status: row.status,
+    cancelling_at: row.cancelling_at,
+    cancelled_at: row.cancelled_at,
+    in_progress_at: row.in_progress_at,
+    finalizing_at: row.finalizing_at,
+    completed_at: row.completed_at,
+    failed_at: row.failed_at,
+    expired_at: row.expired_at,
+    expires_at: row.expires_at,
+    output_file_id: row.output_file_id,
+    error_file_id: row.error_file_id,
+    errors: { object: 'list' as const, data: errors },
+    metadata: row.metadata === null ? {} : (JSON.parse(row.metadata) as Record<string, string>),
+    model: row.model,
+    price_1m_tokens: row.price_1m_tokens,
+    processing_cost: (row.total_tokens * row.price_1m_tokens) / 1_000_000,
+    usage: { prompt_tokens: row.prompt_tokens, completion_tokens: row.completion_tokens, total_tokens: row.total_tokens },
+  };
+}
+
+const metadataOf = (request: FastifyRequest) => ({ requestId: request.id, correlationId: request.id });
+
+export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps): void {
+  const params = httpSchema('BatchIdParams');
+  const batchResponse = { 200: httpSchema('Batch') };
+
+  const findBatch = (batchId: string) => {
+    const row = deps.batchesQueries.get(batchId);
+    if (!row) throw notFound(`No such batch: ${batchId}`, 'batch_id');
+    return batchObject(row, deps.batchesQueries.errors(batchId));
+  };
+
+  app.post(
+    '/v1/batches',
+    { schema: { summary: 'Create a batch', tags: ['batches'], body: httpSchema('CreateBatchRequest'), response: batchResponse } },
+    async (request) => {
+      const created = await deps.batches.create(request.body as CreateBatchRequest, metadataOf(request));
+      if (E.isLeft(created)) throw fromRejection(created.left);
+      return findBatch(created.right.batch_id);
+    },
+  );
+
+  app.get(
+    '/v1/batches',
+    { schema: { summary: 'List batches, newest first', tags: ['batches'], querystring: httpSchema('ListBatchesQuery'), response: { 200: httpSchema('BatchList') } } },
+    async (request) => {
+      const query = request.query as { limit: number; after?: string };
+      const page = deps.batchesQueries.list(query.limit, query.after);
+      if (!page) throw invalidRequest(`No batch with id ${query.after} to list after`, 'after');
+      const data = page.data.map((row) => batchObject(row, deps.batchesQueries.errors(row.id)));
+      return { object: 'list' as const, data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore };
+    },
+  );
+
+  app.get(
+    '/v1/batches/:batch_id',
+    { schema: { summary: 'Retrieve a batch', tags: ['batches'], params, response: batchResponse } },
+    async (request) => findBatch((request.params as { batch_id: string }).batch_id),
+  );
+
+  app.post(
+    '/v1/batches/:batch_id/cancel',
+    { schema: { summary: 'Cancel a batch', tags: ['batches'], params, response: batchResponse } },
+    async (request) => {
+      const batchId = (request.params as { batch_id: string }).batch_id;
+      const cancelled = await deps.batches.cancel(batchId, metadataOf(request));
+      if (E.isLeft(cancelled)) throw fromRejection(cancelled.left);
+      return findBatch(batchId);
+    },
+  );
+}

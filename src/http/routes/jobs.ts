@@ -1,0 +1,51 @@
+import type { FastifyInstance } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
+import type { JobRegistry } from '../../application/job-registry.js';
+import type { JobDefinition } from '../../domain/job.js';
+import type { BatchesQueries } from '../../../projections/batches-projection.js';
+import { fromRejection } from '../api-error.js';
+import { httpSchema } from '../http-schemas.js';
+
+export interface JobRouteDeps {
+  readonly jobs: JobRegistry;
+  readonly batchesQueries: BatchesQueries;
+}
+
+const jobObject = (job: JobDefinition, createdAt: number) => ({
+  object: 'job' as const,
+  job_id: job.job_id,
+  model: job.model,
+  use_case: job.use_case,
+  sla: job.sla,
+  price_1m_tokens: job.price_1m_tokens,
+  created_at: createdAt,
+});
+
+/** Operators reserve job ids for accounts ahead of time (bearer API_KEY, under /mgmt/v1). */
+export function registerJobRoutes(app: FastifyInstance, deps: JobRouteDeps): void {
+  const security = [{ bearer: [] }];
+  app.post(
+    '/mgmt/v1/jobs',
+    {
+      schema: {
+        summary: 'Reserve a job definition (201; the same definition again: 200; a different one for the id: 409)',
+        tags: ['jobs'],
+        security,
+        body: httpSchema('ReserveJobRequest'),
+        response: { 200: httpSchema('Job'), 201: httpSchema('Job') },
+      },
+    },
+    async (request, reply) => {
+      const job = request.body as JobDefinition;
+      const reserved = await deps.jobs.reserve(job, { requestId: request.id, correlationId: request.id });
+      if (E.isLeft(reserved)) throw fromRejection(reserved.left);
+      return reply.status(reserved.right.created ? 201 : 200).send(jobObject(reserved.right.job, reserved.right.reservedAt));
+    },
+  );
+
+  app.get(
+    '/mgmt/v1/jobs',
+    { schema: { summary: 'List reserved job definitions', tags: ['jobs'], security, response: { 200: httpSchema('JobList') } } },
+    async () => ({ object: 'list' as const, data: deps.batchesQueries.jobs().map((row) => jobObject(row, row.reserved_at)) }),
+  );
+}

@@ -1,0 +1,193 @@
+import OpenAI, { toFile } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningService } from '../src/service.js';
+import { FakeEngine } from './support/fake-engine.js';
+import { TEST_API_KEY, startTestService } from './support/service.js';
+
+const JOB = { job_id: 'Acme-Summaries', model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 2.5 };
+
+export const chatLine = (id: string, content: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model: 'tiny-chat', messages: [{ role: 'user', content }] }, ...extra });
+
+export async function reserveJob(url: string, job: Record<string, unknown>): Promise<Response> {
+  return fetch(`${url}/mgmt/v1/jobs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify(job),
+  });
+}
+
+export async function waitForStatus(client: OpenAI, batchId: string, statuses: string[], timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const batch = await client.batches.retrieve(batchId);
+    if (statuses.includes(batch.status)) return batch;
+    if (Date.now() > deadline) throw new Error(`batch ${batchId} is ${batch.status}, not ${statuses.join('|')}, after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export async function fileLines(client: OpenAI, fileId: string | null | undefined): Promise<Array<Record<string, any>>> {
+  if (!fileId) return [];
+  const text = await (await client.files.content(fileId)).text();
+  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, any>);
+}
+
+describe('batches through the official openai client', () => {
+  const engine = new FakeEngine();
+  let service: RunningService;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    await engine.start();
+    service = await startTestService({ env: { ENGINE_BASE_URL: engine.url, ENGINE_BACKOFF_MS: '10', ENGINE_MAX_ATTEMPTS: '3', ENGINE_CONCURRENCY: '4', BATCH_CHUNK_LINES: '3' } });
+    client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    expect((await reserveJob(service.url, JOB)).status).toBe(201);
+  });
+  afterAll(async () => {
+    await service.close();
+    await engine.stop();
+  });
+
+  it('runs a chat batch from upload to output, with every field of the batch object', async () => {
+    const lines = Array.from({ length: 10 }, (_, index) => chatLine(`req-${index}`, `hello number ${index}`));
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n') + '\n'), 'chat.jsonl'), purpose: 'batch' });
+    const created = await client.batches.create({
+      input_file_id: input.id,
+      endpoint: '/v1/chat/completions',
+      completion_window: 'unlimited' as '24h',
+      metadata: { team: 'docs' },
+      job_id: JOB.job_id,
+    } as Parameters<typeof client.batches.create>[0]);
+    expect(created).toMatchObject({
+      object: 'batch',
+      status: 'validating',
+      endpoint: '/v1/chat/completions',
+      completion_window: 'unlimited',
+      input_file_id: input.id,
+      job_id: 'Acme-Summaries',
+      model: 'tiny-chat',
+      price_1m_tokens: 2.5,
+      request_counts: { completed: 0, failed: 0, total: 0 },
+      usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+      processing_cost: 0,
+      metadata: { team: 'docs' },
+      errors: { object: 'list', data: [] },
+      in_progress_at: null,
+      finalizing_at: null,
+      completed_at: null,
+      failed_at: null,
+      expired_at: null,
+      cancelling_at: null,
+      cancelled_at: null,
+      output_file_id: null,
+      error_file_id: null,
+    });
+    expect(created.id).toMatch(/^batch_[0-9a-f]{24}$/);
+    expect(created.expires_at).toBe(created.created_at + 86400);
+    expect(await client.batches.retrieve(created.id)).toEqual(created);
+
+    const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+    expect(done.status).toBe('completed');
+    expect(done.request_counts).toEqual({ completed: 10, failed: 0, total: 10 });
+    for (const field of ['in_progress_at', 'finalizing_at', 'completed_at'] as const) expect(done[field]).toBeGreaterThanOrEqual(done.created_at);
+    expect(done.failed_at).toBeNull();
+    expect(done.error_file_id).toBeNull();
+    expect(done.output_file_id).toMatch(/^file-/);
+    const usage = (done as unknown as { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } }).usage;
+    // The stand-in counts words: "hello number N" is 3 prompt tokens, "echo: hello number N" 4 completion tokens.
+    expect(usage).toEqual({ prompt_tokens: 30, completion_tokens: 40, total_tokens: 70 });
+    expect((done as unknown as { processing_cost: number }).processing_cost).toBeCloseTo((70 * 2.5) / 1_000_000, 12);
+
+    const output = await fileLines(client, done.output_file_id);
+    expect(output.map((line) => line.custom_id)).toEqual(lines.map((_, index) => `req-${index}`));
+    for (const line of output) {
+      expect(line.id).toMatch(/^batch_req_[0-9a-f]{24}$/);
+      expect(line.error).toBeNull();
+      expect(line.response.status_code).toBe(200);
+      expect(line.response.request_id).toMatch(/^req_/);
+      expect(line.response.body.choices[0].message.content).toBe(`echo: hello number ${line.custom_id.slice(4)}`);
+    }
+    const outputFile = await client.files.retrieve(done.output_file_id!);
+    expect(outputFile).toMatchObject({ purpose: 'batch_output', filename: `${created.id}_output.jsonl`, expires_at: null });
+  });
+
+  it('runs an embeddings batch, applying output_expires_after', async () => {
+    const lines = ['one two', ['three', 'four five'], 'six'].map((input, index) =>
+      JSON.stringify({ custom_id: `emb-${index}`, method: 'POST', url: '/v1/embeddings', body: { model: 'tiny-chat', input } }),
+    );
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'emb.jsonl'), purpose: 'batch' });
+    const created = await client.batches.create({
+      input_file_id: input.id,
+      endpoint: '/v1/embeddings',
+      completion_window: 'unlimited',
+      job_id: JOB.job_id,
+      output_expires_after: { anchor: 'created_at', seconds: 7200 },
+    } as unknown as Parameters<typeof client.batches.create>[0]);
+    const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+    expect(done.status).toBe('completed');
+    expect(done.request_counts).toEqual({ completed: 3, failed: 0, total: 3 });
+    const output = await fileLines(client, done.output_file_id);
+    expect(output.map((line) => line.response.body.data.length)).toEqual([1, 2, 1]);
+    expect((done as unknown as { usage: { prompt_tokens: number; total_tokens: number } }).usage).toMatchObject({ prompt_tokens: 6, total_tokens: 6 });
+    const file = await client.files.retrieve(done.output_file_id!);
+    expect(file.expires_at).toBe(file.created_at + 7200);
+  });
+
+  it('puts failing lines in the error file and in errors.data, retrying transient failures', async () => {
+    const lines = [
+      chatLine('ok-1', 'fine'),
+      chatLine('refused', 'please [fail:400]'),
+      chatLine('flaky', 'recovers [flaky:2]'),
+      chatLine('broken', 'always [fail:500]'),
+      chatLine('ok-2', 'also fine'),
+    ];
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'mixed.jsonl'), purpose: 'batch' });
+    const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<typeof client.batches.create>[0]);
+    const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+    expect(done.status).toBe('completed');
+    expect(done.request_counts).toEqual({ completed: 3, failed: 2, total: 5 });
+    expect((await fileLines(client, done.output_file_id)).map((line) => line.custom_id)).toEqual(['ok-1', 'flaky', 'ok-2']);
+    const errors = await fileLines(client, done.error_file_id);
+    expect(errors.map((line) => [line.custom_id, line.response.status_code])).toEqual([
+      ['refused', 400],
+      ['broken', 500],
+    ]);
+    expect(errors[0]!.response.body.error.code).toBe('invalid_prompt');
+    expect(done.errors?.data).toEqual([
+      { code: 'invalid_prompt', line: 2, message: 'This request was refused by the engine', param: 'messages' },
+      { code: 'http_500', line: 4, message: 'engine crashed', param: null },
+    ]);
+  });
+
+  it('lists batches newest first and auto-paginates', async () => {
+    const ids: string[] = [];
+    const input = await client.files.create({ file: await toFile(Buffer.from(chatLine('x', 'list me')), 'one.jsonl'), purpose: 'batch' });
+    for (let index = 0; index < 5; index++) {
+      ids.push((await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<typeof client.batches.create>[0])).id);
+    }
+    const listed: string[] = [];
+    for await (const batch of client.batches.list({ limit: 2 })) listed.push(batch.id);
+    expect(listed.slice(0, 5)).toEqual([...ids].reverse());
+    const page = await client.batches.list({ limit: 2 });
+    expect(page.data).toHaveLength(2);
+    expect(page.has_more).toBe(true);
+  });
+
+  it('keeps the requests in flight to the engine within its concurrency', async () => {
+    engine.latencyMs = 30;
+    engine.maxInFlight = 0;
+    try {
+      const lines = Array.from({ length: 24 }, (_, index) => chatLine(`slow-${index}`, `take your time ${index}`));
+      const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'slow.jsonl'), purpose: 'batch' });
+      const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<typeof client.batches.create>[0]);
+      const running = await waitForStatus(client, created.id, ['in_progress', 'finalizing', 'completed']);
+      expect(['in_progress', 'finalizing', 'completed']).toContain(running.status);
+      const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+      expect(done.request_counts).toEqual({ completed: 24, failed: 0, total: 24 });
+    } finally {
+      engine.latencyMs = 0;
+    }
+    expect(engine.maxInFlight).toBe(4);
+  });
+});
