@@ -1,41 +1,18 @@
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { dumpReadModels } from '../projections/read-model-store.js';
 import type { RunningService } from '../src/service.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { TEST_API_KEY, startTestService } from './support/service.js';
+import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { startTestService } from './support/service.js';
 
 const JOB = { job_id: 'Acme-Summaries', model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 2.5 };
 
-export const chatLine = (id: string, content: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model: 'tiny-chat', messages: [{ role: 'user', content }] }, ...extra });
-
-export async function reserveJob(url: string, job: Record<string, unknown>): Promise<Response> {
-  return fetch(`${url}/mgmt/v1/jobs`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify(job),
-  });
-}
-
-export async function waitForStatus(client: OpenAI, batchId: string, statuses: string[], timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const batch = await client.batches.retrieve(batchId);
-    if (statuses.includes(batch.status)) return batch;
-    if (Date.now() > deadline) throw new Error(`batch ${batchId} is ${batch.status}, not ${statuses.join('|')}, after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-export async function fileLines(client: OpenAI, fileId: string | null | undefined): Promise<Array<Record<string, any>>> {
-  if (!fileId) return [];
-  const text = await (await client.files.content(fileId)).text();
-  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, any>);
-}
-
 describe('batches through the official openai client', () => {
   const engine = new FakeEngine();
-  let service: RunningService;
+  let service: RunningService & { dataDir: string };
   let client: OpenAI;
 
   beforeAll(async () => {
@@ -189,5 +166,17 @@ describe('batches through the official openai client', () => {
       engine.latencyMs = 0;
     }
     expect(engine.maxInFlight).toBe(4);
+  });
+
+  it('rebuilds the job and batch read models identically from the log', async () => {
+    await waitForStatus(client, (await client.batches.list({ limit: 1 })).data[0]!.id, ['completed']);
+    const before = dumpReadModels(service.readModels);
+    expect(before.batches!.length).toBeGreaterThan(5);
+    expect(before.batch_chunks!.length).toBeGreaterThan(5);
+    const dataDir = service.dataDir;
+    await service.close();
+    for (const suffix of ['', '-wal', '-shm']) rmSync(join(dataDir, `read-models.sqlite${suffix}`), { force: true });
+    service = await startTestService({ dataDir, env: { ENGINE_BASE_URL: engine.url } });
+    expect(dumpReadModels(service.readModels)).toEqual(before);
   });
 });

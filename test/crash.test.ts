@@ -1,0 +1,97 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import OpenAI, { toFile } from 'openai';
+import { afterAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../src/package-root.js';
+import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { FakeEngine } from './support/fake-engine.js';
+import { TEST_API_KEY, tempDir, waitUntilReady } from './support/service.js';
+
+/** `spool serve` as its own OS process, as `npm start` runs it. */
+function startSpool(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve'], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /"url":"(http:\/\/[^"]+)"/.exec(output);
+      if (match) {
+        child.stdout!.off('data', onData);
+        child.stdout!.resume();
+        resolve({ child, url: match[1]! });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.resume();
+    child.once('exit', (code) => reject(new Error(`spool exited with ${code} before serving:\n${output}`)));
+  });
+}
+
+describe('crash safety', () => {
+  const engine = new FakeEngine();
+  const children: ChildProcess[] = [];
+  afterAll(async () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    await engine.stop();
+  });
+
+  it('kill -9 mid-batch, restart: the batch completes and every line is in exactly one output or error line', async () => {
+    await engine.start();
+    engine.latencyMs = 5;
+    const dataDir = tempDir('crash');
+    const env = {
+      PORT: '0',
+      DATA_DIR: dataDir,
+      API_KEY: TEST_API_KEY,
+      ENGINE_BASE_URL: engine.url,
+      ENGINE_CONCURRENCY: '8',
+      ENGINE_BACKOFF_MS: '10',
+      BATCH_CHUNK_LINES: '25',
+      LOG_LEVEL: 'warn',
+    };
+    let spool = await startSpool({ ...env, LOG_LEVEL: 'info' });
+    children.push(spool.child);
+    await waitUntilReady(spool.url);
+    expect((await reserveJob(spool.url, { job_id: 'crash-job', model: 'tiny-chat', use_case: 'crash', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
+
+    const total = 600;
+    const lines = Array.from({ length: total }, (_, index) => chatLine(`line-${index}`, index % 50 === 7 ? `refuse me [fail:400] ${index}` : `line ${index}`));
+    let client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'crash.jsonl'), purpose: 'batch' });
+    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'crash-job' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+
+    // Kill it for real while lines are being recorded.
+    for (;;) {
+      const current = await client.batches.retrieve(batch.id);
+      if (current.request_counts!.completed + current.request_counts!.failed >= total / 4) break;
+      expect(current.status).not.toBe('completed');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    spool.child.kill('SIGKILL');
+    await new Promise((resolve) => spool.child.once('exit', resolve));
+    const sentBeforeCrash = engine.total;
+    expect(sentBeforeCrash).toBeLessThan(total);
+
+    spool = await startSpool({ ...env, LOG_LEVEL: 'info' });
+    children.push(spool.child);
+    client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    const done = await waitForStatus(client, batch.id, ['completed', 'failed'], 60_000);
+    expect(done.status).toBe('completed');
+
+    const output = await fileLines(client, done.output_file_id);
+    const errors = await fileLines(client, done.error_file_id);
+    const seen = [...output, ...errors].map((line) => line.custom_id as string);
+    expect(seen.length).toBe(total);
+    expect(new Set(seen).size).toBe(total);
+    expect(new Set(seen)).toEqual(new Set(lines.map((_, index) => `line-${index}`)));
+    expect(errors.map((line) => line.custom_id)).toEqual(lines.map((_, index) => index).filter((index) => index % 50 === 7).map((index) => `line-${index}`));
+    expect(done.request_counts).toEqual({ completed: output.length, failed: errors.length, total });
+    // The restarted service ran only what had no recorded outcome (plus what was in flight at the kill).
+    expect(engine.total).toBeGreaterThanOrEqual(total);
+    expect(engine.total).toBeLessThan(total + 100);
+    spool.child.kill('SIGTERM');
+  });
+});

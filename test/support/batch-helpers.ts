@@ -1,0 +1,31 @@
+import type OpenAI from 'openai';
+import { TEST_API_KEY } from './service.js';
+
+/** One chat request line of a batch input file. */
+export const chatLine = (id: string, content: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model: 'tiny-chat', messages: [{ role: 'user', content }] }, ...extra });
+
+export async function reserveJob(url: string, job: Record<string, unknown>): Promise<Response> {
+  return fetch(`${url}/mgmt/v1/jobs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify(job),
+  });
+}
+
+export async function waitForStatus(client: OpenAI, batchId: string, statuses: string[], timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const batch = await client.batches.retrieve(batchId);
+    if (statuses.includes(batch.status)) return batch;
+    if (Date.now() > deadline) throw new Error(`batch ${batchId} is ${batch.status}, not ${statuses.join('|')}, after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export async function fileLines(client: OpenAI, fileId: string | null | undefined): Promise<Array<Record<string, any>>> {
+  if (!fileId) return [];
+  const text = await (await client.files.content(fileId)).text();
+  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, any>);
+}
+
