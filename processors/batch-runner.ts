@@ -7,6 +7,7 @@ import type { Clock } from '../src/clock.js';
 import { isBlank } from '../src/domain/batch-input.js';
 import { stoppingCode } from '../src/domain/batch.js';
 import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, ZERO_USAGE, usageOf } from '../src/engine/engine.js';
+import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { physicalLines } from './jsonl-lines.js';
 
@@ -134,6 +135,7 @@ export class BatchRunner {
       return { type: 'LineFailed', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
     } catch (error) {
       if (error instanceof RequestWithdrawnError) return stopped() ?? failed(base, 'batch_cancelled', 'The batch stopped before this request was sent');
+      if (error instanceof ImageFetchError) return failed(base, 'image_fetch_failed', error.message);
       const message = error instanceof EngineUnavailableError ? error.message : `The request could not be sent: ${String(error)}`;
       return failed(base, 'engine_unavailable', message);
     }

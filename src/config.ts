@@ -26,7 +26,11 @@ export interface Config {
     readonly timeoutMs: number;
     readonly maxAttempts: number;
     readonly backoffMs: number;
+    /** How long a failing replica is left out before it is tried again. */
+    readonly cooldownMs: number;
   };
+  /** A JSON description of the fleet: model serve name → replicas. */
+  readonly fleetFile: string | undefined;
   /** Requests per unit of batch work. */
   readonly batchChunkLines: number;
   /** Chunks of batch work run at once in this process. */
@@ -111,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     timeoutMs: integer('ENGINE_TIMEOUT_SECONDS', 600, 1, 86400) * 1000,
     maxAttempts: integer('ENGINE_MAX_ATTEMPTS', 5, 1, 100),
     backoffMs: integer('ENGINE_BACKOFF_MS', 500, 0, 60000),
+    cooldownMs: integer('ENGINE_COOLDOWN_MS', 5000, 0, 3_600_000),
   };
   const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
   const batchParallelChunks = integer('BATCH_PARALLEL_CHUNKS', 8, 1, 1024);
@@ -127,6 +132,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     logLevel,
     fileSweepIntervalSeconds,
     jobsFile: value('JOBS_FILE'),
+    fleetFile: value('FLEET_FILE'),
     engine,
     batchChunkLines,
     batchParallelChunks,

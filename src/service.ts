@@ -25,7 +25,8 @@ import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config.js';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import type { EngineDirectory } from './engine/engine.js';
-import { OpenAiHttpEngine, SingleEngineDirectory } from './engine/openai-http-engine.js';
+import type { Fleet } from './engine/fleet.js';
+import { openFleet } from './engine/fleet-config.js';
 import { EventSchemas, SchemaCheckedEventStore } from './event-store/event-schemas.js';
 import type { EventStore } from './event-store/event-store.js';
 import { SqliteEventStore } from './event-store/sqlite-event-store.js';
@@ -40,8 +41,8 @@ export interface ServiceOptions {
   readonly eventStore?: EventStore;
   /** Where the one-time API key announcement goes. */
   readonly announce?: (line: string) => void;
-  /** Engines to use instead of the configured ones (embedding, tests). */
-  readonly engines?: EngineDirectory;
+  /** A fleet to use instead of the configured one (embedding, tests). */
+  readonly fleet?: Fleet;
   /** How often the batch pipeline looks for work besides reacting to events. */
   readonly pipelineTickMs?: number;
 }
@@ -56,6 +57,7 @@ export interface RunningService {
   readonly projector: Projector;
   readonly sweeper: FileExpirySweeper;
   readonly pipeline: BatchPipeline;
+  readonly fleet: Fleet;
   close(): Promise<void>;
 }
 
@@ -70,12 +72,6 @@ export async function openEventStore(config: Config): Promise<EventStore> {
     inner = new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
   }
   return new SchemaCheckedEventStore(inner, new EventSchemas());
-}
-
-export function openEngines(config: Config): EngineDirectory {
-  const { baseUrl, ...settings } = config.engine;
-  const engine = baseUrl ? new OpenAiHttpEngine({ baseUrl, ...settings, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) }) : undefined;
-  return new SingleEngineDirectory(engine, settings.models);
 }
 
 export async function openBlobStore(config: Config): Promise<BlobStore> {
@@ -107,7 +103,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
   const batches = new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger });
   const outcomes = new LineOutcomeLog(eventStore);
-  const engines = options.engines ?? openEngines(config);
+  const fleet = options.fleet ?? (await openFleet(config));
+  const engines: EngineDirectory = fleet;
   const sweeper = new FileExpirySweeper(
     { files, queries: filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) },
     config.fileSweepIntervalSeconds * 1000,
@@ -167,6 +164,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
     await app.close().finally(() => clearInterval(idleSweep));
     await pipeline.stop();
+    fleet.stop();
     await sweeper.stop();
     await projector.stop();
     await eventStore.close();
@@ -179,6 +177,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await reserveConfiguredJobs(config, jobs, logger);
     sweeper.start();
     pipeline.start();
+    fleet.startHealthChecks(config.engine.cooldownMs || 5000);
   } catch (error) {
     await close().catch(() => undefined);
     throw error;
@@ -186,7 +185,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, pipeline, close };
+  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, pipeline, fleet, close };
 }
 
 /** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */

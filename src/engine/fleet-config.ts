@@ -1,0 +1,134 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { Ajv } from 'ajv';
+import type { Config } from '../config.js';
+import { BuiltinEngine } from './builtin/builtin-engine.js';
+import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
+import { Transformer } from './builtin/transformer.js';
+import { BuiltinReplica, Fleet, HttpReplica, type Replica, ReplicaPool } from './fleet.js';
+import { ImageResolver } from './image-resolver.js';
+
+/** The model the embedded default serves, on a checkpoint generated on first start. */
+export const DEFAULT_MODEL = 'spool-tiny';
+
+export interface ReplicaSpec {
+  readonly kind: 'builtin' | 'vllm' | 'sglang' | 'openai';
+  /** builtin: a checkpoint folder; default DATA_DIR/checkpoints/<model>, generated if missing. */
+  readonly checkpoint?: string;
+  /** vllm, sglang, openai: the server's OpenAI base URL, e.g. http://10.0.0.5:8000/v1. */
+  readonly base_url?: string;
+  readonly api_key?: string;
+  readonly concurrency?: number;
+  readonly timeout_seconds?: number;
+}
+
+export interface FleetSpec {
+  readonly models: Readonly<Record<string, { readonly replicas: readonly ReplicaSpec[] }>>;
+}
+
+const FLEET_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['models'],
+  properties: {
+    models: {
+      type: 'object',
+      minProperties: 1,
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['replicas'],
+        properties: {
+          replicas: {
+            type: 'array',
+            minItems: 1,
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['kind'],
+              properties: {
+                kind: { enum: ['builtin', 'vllm', 'sglang', 'openai'] },
+                checkpoint: { type: 'string', minLength: 1 },
+                base_url: { type: 'string', pattern: '^https?://' },
+                api_key: { type: 'string' },
+                concurrency: { type: 'integer', minimum: 1, maximum: 4096 },
+                timeout_seconds: { type: 'integer', minimum: 1, maximum: 86400 },
+              },
+              if: { properties: { kind: { const: 'builtin' } } },
+              then: { not: { required: ['base_url'] } },
+              else: { required: ['base_url'] },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+export function readFleetSpec(path: string): FleetSpec {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new Error(`FLEET_FILE ${path} cannot be read as JSON: ${(error as Error).message}`);
+  }
+  const validate = new Ajv({ allErrors: true, strict: false }).compile<FleetSpec>(FLEET_SCHEMA);
+  if (!validate(parsed)) {
+    throw new Error(`FLEET_FILE ${path}: ${(validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message}`).join('; ')}`);
+  }
+  return parsed;
+}
+
+/** Loads a built-in replica's checkpoint, generating the default one on first start. */
+export function openBuiltinEngine(model: string, checkpoint: string, generateIfMissing: boolean): BuiltinEngine {
+  if (!existsSync(join(checkpoint, 'config.json'))) {
+    if (!generateIfMissing) throw new Error(`model ${model}: no checkpoint at ${checkpoint}`);
+    createCheckpoint(checkpoint, DEFAULT_CHECKPOINT);
+  }
+  return new BuiltinEngine(new Transformer(loadCheckpoint(checkpoint)), model);
+}
+
+/**
+ * The fleet from FLEET_FILE, or by default one built-in replica of spool-tiny; ENGINE_BASE_URL
+ * adds an OpenAI-compatible server for the models it lists (every other model when `*`).
+ */
+export async function openFleet(config: Config): Promise<Fleet> {
+  const spec: FleetSpec = config.fleetFile ? readFleetSpec(config.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: 'builtin' }] } } };
+  const settings = { maxAttempts: config.engine.maxAttempts, backoffMs: config.engine.backoffMs, cooldownMs: config.engine.cooldownMs };
+  const images = new ImageResolver(
+    async (region) => (await import('../blob-store/s3-blob-store.js')).createS3Client({ ...config.s3, region }),
+    config.s3.region ?? 'us-east-1',
+  );
+  const http = (id: string, kind: 'vllm' | 'sglang' | 'openai', baseUrl: string, apiKey: string | undefined, timeoutMs: number) =>
+    new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}) });
+
+  const pools = new Map<string, ReplicaPool>();
+  for (const [model, { replicas }] of Object.entries(spec.models)) {
+    const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
+      const id = `${model}/${index}`;
+      if (replica.kind === 'builtin') {
+        const explicit = replica.checkpoint !== undefined;
+        const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(config.dataDir, 'checkpoints', model);
+        return { replica: new BuiltinReplica(id, openBuiltinEngine(model, checkpoint, !explicit), checkpoint), concurrency: replica.concurrency ?? 2 };
+      }
+      return {
+        replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? config.engine.apiKey, (replica.timeout_seconds ?? config.engine.timeoutMs / 1000) * 1000),
+        concurrency: replica.concurrency ?? config.engine.concurrency,
+      };
+    });
+    pools.set(model, new ReplicaPool(model, members, settings, images));
+  }
+
+  let fallback: ReplicaPool | undefined;
+  const { baseUrl, models } = config.engine;
+  if (baseUrl) {
+    const member = () => ({ replica: http(`${baseUrl}`, 'openai', baseUrl, config.engine.apiKey, config.engine.timeoutMs), concurrency: config.engine.concurrency });
+    if (models === '*') fallback = new ReplicaPool('*', [member()], settings, images);
+    else {
+      // One server, one pool: its concurrency limit holds across the models it serves.
+      const shared = new ReplicaPool(models.join(','), [member()], settings, images);
+      for (const model of models) if (!pools.has(model)) pools.set(model, shared);
+    }
+  }
+  return new Fleet(pools, fallback);
+}

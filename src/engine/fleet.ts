@@ -1,0 +1,240 @@
+import { randomUUID } from 'node:crypto';
+import type { BuiltinEngine, TextDelta } from './builtin/builtin-engine.js';
+import { ConcurrencyLimit } from './concurrency-limit.js';
+import { type EngineDirectory, type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
+import type { ImageResolver } from './image-resolver.js';
+
+export type ReplicaKind = 'builtin' | 'vllm' | 'sglang' | 'openai';
+
+/** One server (or the in-process model) that serves a model. send() is a single attempt. */
+export interface Replica {
+  readonly id: string;
+  readonly kind: ReplicaKind;
+  readonly description: string;
+  /** Throws when there is no answer at all (connection refused, timeout). */
+  send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse>;
+  health(): Promise<boolean>;
+}
+
+/** The in-process built-in model as a replica. */
+export class BuiltinReplica implements Replica {
+  readonly kind = 'builtin' as const;
+  readonly description: string;
+  constructor(readonly id: string, readonly engine: BuiltinEngine, readonly checkpoint: string) {
+    this.description = `built-in ${engine.modelName} (${checkpoint})`;
+  }
+  send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    return this.engine.infer(request, onDelta);
+  }
+  async health(): Promise<boolean> {
+    return true;
+  }
+}
+
+/** An OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp, OpenAI. */
+export class HttpReplica implements Replica {
+  readonly description: string;
+  constructor(
+    readonly id: string,
+    readonly kind: Exclude<ReplicaKind, 'builtin'>,
+    /** The server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1. */
+    readonly baseUrl: string,
+    private readonly settings: { apiKey?: string; timeoutMs: number },
+  ) {
+    this.description = `${kind} ${baseUrl}`;
+  }
+
+  async send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    const url = this.baseUrl.replace(/\/+$/, '') + request.endpoint.replace(/^\/v1/, '');
+    const timeout = AbortSignal.timeout(this.settings.timeoutMs);
+    // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
+    const { stream: _stream, stream_options: _options, ...body } = request.body;
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}) },
+      body: JSON.stringify(body),
+      signal: request.signal ? AbortSignal.any([timeout, request.signal]) : timeout,
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // Not JSON: kept as text, so errors show what the engine said.
+    }
+    if (onDelta && response.ok) {
+      const choice = (parsed as { choices?: Array<{ message?: { content?: string }; text?: string }> }).choices?.[0];
+      const content = choice?.message?.content ?? choice?.text ?? '';
+      if (content) onDelta(content);
+    }
+    const retryAfter = Number(response.headers.get('retry-after'));
+    return {
+      statusCode: response.status,
+      requestId: response.headers.get('x-request-id') ?? `req_${randomUUID().replace(/-/g, '')}`,
+      body: parsed,
+      ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
+    };
+  }
+
+  async health(): Promise<boolean> {
+    try {
+      const response = await fetch(`${this.baseUrl.replace(/\/+$/, '')}/models`, {
+        headers: this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {},
+        signal: AbortSignal.timeout(5000),
+      });
+      await response.arrayBuffer();
+      return response.ok;
+    } catch {
+      return false;
+    }
+  }
+}
+
+interface Slot {
+  readonly replica: Replica;
+  readonly limit: ConcurrencyLimit;
+  waiting: number;
+  downUntil: number;
+  failures: number;
+}
+
+export interface PoolSettings {
+  readonly maxAttempts: number;
+  readonly backoffMs: number;
+  /** How long a failed replica is left out before it is tried again. */
+  readonly cooldownMs: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
+
+/**
+ * The replicas of one model. Each request goes to the healthy replica with the fewest requests
+ * in flight or waiting; a replica that gives no answer, or keeps answering 5xx, is left out for a
+ * while and health-checked back in. Transient failures are retried on the others with backoff.
+ */
+export class ReplicaPool implements InferenceEngine {
+  readonly description: string;
+  private readonly slots: Slot[];
+
+  constructor(
+    readonly model: string,
+    replicas: ReadonlyArray<{ replica: Replica; concurrency: number }>,
+    private readonly settings: PoolSettings,
+    private readonly images?: ImageResolver,
+  ) {
+    if (replicas.length === 0) throw new Error(`model ${model} has no replica`);
+    this.slots = replicas.map(({ replica, concurrency }) => ({ replica, limit: new ConcurrencyLimit(concurrency), waiting: 0, downUntil: 0, failures: 0 }));
+    this.description = `${model}: ${this.slots.map((slot) => slot.replica.description).join(', ')}`;
+  }
+
+  get replicas(): Replica[] {
+    return this.slots.map((slot) => slot.replica);
+  }
+
+  /** Replicas' load and health, for status reports and tests. */
+  state(): Array<{ id: string; inFlight: number; waiting: number; healthy: boolean }> {
+    const now = Date.now();
+    return this.slots.map((slot) => ({ id: slot.replica.id, inFlight: slot.limit.inFlight, waiting: slot.waiting, healthy: slot.downUntil <= now }));
+  }
+
+  private pick(avoid: Set<Slot>): Slot {
+    const now = Date.now();
+    const healthy = this.slots.filter((slot) => slot.downUntil <= now);
+    const fresh = healthy.filter((slot) => !avoid.has(slot));
+    const candidates = fresh.length > 0 ? fresh : healthy.length > 0 ? healthy : this.slots;
+    return candidates.reduce((best, slot) => (slot.limit.inFlight + slot.waiting < best.limit.inFlight + best.waiting ? slot : best));
+  }
+
+  async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    const resolved = this.images ? { ...request, body: await this.images.resolve(request.body) } : request;
+    const tried = new Set<Slot>();
+    let lastResponse: EngineResponse | undefined;
+    let lastError = 'no attempt made';
+    for (let attempt = 1; attempt <= this.settings.maxAttempts; attempt++) {
+      const slot = this.pick(tried);
+      tried.add(slot);
+      let retryAfterMs: number | undefined;
+      slot.waiting += 1;
+      try {
+        const response = await slot.limit.run(() => {
+          slot.waiting -= 1;
+          if (resolved.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
+          return slot.replica.send(resolved, onDelta);
+        });
+        if (!transient(response)) {
+          slot.failures = 0;
+          return response;
+        }
+        this.failed(slot, false);
+        lastResponse = response;
+        lastError = `${slot.replica.id} answered ${response.statusCode}`;
+        retryAfterMs = (response as { retryAfterMs?: number }).retryAfterMs;
+      } catch (error) {
+        if (resolved.signal?.aborted || error instanceof RequestWithdrawnError) throw error;
+        this.failed(slot, true);
+        lastError = `${slot.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
+      }
+      if (attempt < this.settings.maxAttempts) {
+        const backoff = Math.min(10_000, this.settings.backoffMs * 2 ** (attempt - 1));
+        await sleep(retryAfterMs ?? backoff * (0.5 + Math.random() / 2));
+      }
+    }
+    if (lastResponse) return lastResponse;
+    throw new EngineUnavailableError(`${this.model} gave no answer after ${this.settings.maxAttempts} attempts: ${lastError}`);
+  }
+
+  private failed(slot: Slot, unreachable: boolean): void {
+    slot.failures += 1;
+    if (unreachable || slot.failures >= 3) slot.downUntil = Date.now() + this.settings.cooldownMs;
+  }
+
+  /** Brings back replicas that answer their health check. */
+  async checkHealth(): Promise<void> {
+    const now = Date.now();
+    await Promise.all(
+      this.slots
+        .filter((slot) => slot.downUntil > now)
+        .map(async (slot) => {
+          if (await slot.replica.health()) {
+            slot.downUntil = 0;
+            slot.failures = 0;
+          }
+        }),
+    );
+  }
+}
+
+/** Model serve name → its replicas. Batches and /compat/v1 share it. */
+export class Fleet implements EngineDirectory {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly pools: ReadonlyMap<string, ReplicaPool>,
+    /** Serves any model not named in the fleet (ENGINE_BASE_URL). */
+    private readonly fallback?: ReplicaPool,
+  ) {}
+
+  engineFor(model: string): ReplicaPool | undefined {
+    return this.pools.get(model) ?? this.fallback;
+  }
+
+  models(): string[] {
+    return [...this.pools.keys()];
+  }
+
+  startHealthChecks(intervalMs: number): void {
+    const tick = () => {
+      void Promise.all([...this.pools.values(), ...(this.fallback ? [this.fallback] : [])].map((pool) => pool.checkHealth())).finally(() => {
+        if (this.timer) this.timer = setTimeout(tick, intervalMs).unref();
+      });
+    };
+    this.timer = setTimeout(tick, intervalMs).unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
