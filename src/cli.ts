@@ -1,11 +1,15 @@
 #!/usr/bin/env node
+import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.js';
+import { DEFAULT_CHECKPOINT, createCheckpoint } from './engine/builtin/checkpoint.js';
 import { startService } from './service.js';
 
 const USAGE = `usage: spool <command>
 
 commands:
   serve    run the whole service (HTTP API, projections, processors) on the configured adapters
+  checkpoint create --out DIR [--seed N] [--layers N] [--hidden N] [--dtype f32|bf16] [--quantize int8] [--shards N]
+           write a built-in model checkpoint (config.json + safetensors) generated from a seed
 
 Configuration comes from the environment; see README.md.`;
 
@@ -30,11 +34,53 @@ async function serve(): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
 
+function checkpoint(argv: string[]): void {
+  const [action, ...rest] = argv;
+  if (action !== 'create') throw new UsageError(`unknown checkpoint action ${JSON.stringify(action ?? '')}: expected create`);
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      out: { type: 'string' },
+      seed: { type: 'string' },
+      layers: { type: 'string' },
+      hidden: { type: 'string' },
+      dtype: { type: 'string' },
+      quantize: { type: 'string' },
+      shards: { type: 'string' },
+    },
+    strict: true,
+  });
+  if (!values.out) throw new UsageError('checkpoint create needs --out DIR');
+  const integer = (name: string, raw: string | undefined, fallback: number, min: number, max: number) => {
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}`);
+    return Number(raw);
+  };
+  const dtype = values.dtype ?? 'f32';
+  if (dtype !== 'f32' && dtype !== 'bf16') throw new UsageError('--dtype must be f32 or bf16');
+  if (values.quantize !== undefined && values.quantize !== 'int8') throw new UsageError('--quantize must be int8');
+  const hidden = integer('hidden', values.hidden, DEFAULT_CHECKPOINT.hidden, 8, 8192);
+  if (hidden % 16 !== 0) throw new UsageError('--hidden must be a multiple of 16');
+  const config = createCheckpoint(values.out, {
+    seed: integer('seed', values.seed, 0, 0, 2 ** 32 - 1),
+    layers: integer('layers', values.layers, DEFAULT_CHECKPOINT.layers, 1, 256),
+    hidden,
+    dtype,
+    ...(values.quantize === 'int8' ? { quantize: 'int8' as const } : {}),
+    shards: integer('shards', values.shards, 1, 1, 10_000),
+  });
+  process.stdout.write(`${JSON.stringify({ out: values.out, config })}\n`);
+}
+
+class UsageError extends Error {}
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve'] = argv;
   switch (command) {
     case 'serve':
       return serve();
+    case 'checkpoint':
+      return checkpoint(argv.slice(1));
     case 'help':
     case '--help':
     case '-h':
@@ -47,6 +93,10 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`spool: ${(error as Error).message}\n\n${USAGE}\n`);
+    process.exit(2);
+  }
   if (error instanceof ConfigError) {
     process.stderr.write(`spool: ${error.message}\n`);
     process.exit(78); // EX_CONFIG

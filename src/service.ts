@@ -138,6 +138,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     jobs,
     batches,
     batchesQueries,
+    fleet,
     clock,
     limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
     readiness: () => {

@@ -6,13 +6,14 @@ import { installBearerAuth } from './bearer-auth.js';
 import { installErrorHandling } from './error-handler.js';
 import { OpenApiDocument } from './openapi.js';
 import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
+import { type CompatRouteDeps, registerCompatRoutes } from './routes/compat.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
 }
@@ -60,5 +61,6 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerFileRoutes(app, deps);
   registerBatchRoutes(app, deps);
   registerJobRoutes(app, deps);
+  registerCompatRoutes(app, deps);
   return app;
 }

@@ -158,7 +158,7 @@ export function toFloat32(bytes: Uint8Array, dtype: Dtype, source: string): Floa
   const out = new Float32Array(count);
   switch (dtype) {
     case 'F32':
-      if (LITTLE_ENDIAN) return new Float32Array(bytes.slice().buffer); // an aligned copy
+      if (LITTLE_ENDIAN) return new Float32Array(new Uint8Array(bytes).buffer); // an aligned copy of just these bytes
       for (let index = 0; index < count; index++) out[index] = view.getFloat32(index * 4, true);
       return out;
     case 'BF16': {

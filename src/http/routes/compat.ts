@@ -1,0 +1,129 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { EngineUnavailableError } from '../../engine/engine.js';
+import type { Fleet } from '../../engine/fleet.js';
+import { ImageFetchError } from '../../engine/image-resolver.js';
+import { ApiError, invalidRequest } from '../api-error.js';
+
+export interface CompatRouteDeps {
+  readonly fleet: Fleet;
+}
+
+const ENDPOINTS = ['chat/completions', 'completions', 'embeddings', 'responses'] as const;
+const anyObject = { type: 'object', additionalProperties: true, required: ['model'], properties: { model: { type: 'string', minLength: 1 } } };
+
+/**
+ * Real-time inference under /compat/v1 (bearer API_KEY), routed through the same fleet as
+ * batches. Chat and completions take `stream: true` and answer server-sent events in the OpenAI
+ * chunk format.
+ */
+export function registerCompatRoutes(app: FastifyInstance, deps: CompatRouteDeps): void {
+  const security = [{ bearer: [] }];
+  app.get('/compat/v1/models', { schema: { summary: 'Models the fleet serves', tags: ['compat'], security } }, async () => ({
+    object: 'list',
+    data: deps.fleet.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'spool' })),
+  }));
+
+  for (const path of ENDPOINTS) {
+    app.post(
+      `/compat/v1/${path}`,
+      { schema: { summary: `OpenAI-compatible /v1/${path}`, tags: ['compat'], security, body: anyObject } },
+      async (request, reply) => serve(deps.fleet, `/v1/${path}`, request, reply),
+    );
+  }
+}
+
+async function serve(fleet: Fleet, endpoint: string, request: FastifyRequest, reply: FastifyReply) {
+  const body = request.body as Record<string, unknown>;
+  const model = body.model as string;
+  const pool = fleet.engineFor(model);
+  if (!pool) throw new ApiError(404, `The model ${JSON.stringify(model)} does not exist or is not served here`, 'invalid_request_error', 'model_not_found', 'model');
+  const streaming = body.stream === true && (endpoint === '/v1/chat/completions' || endpoint === '/v1/completions');
+  const abort = new AbortController();
+  request.raw.once('close', () => abort.abort());
+  const sse = streaming ? new SseWriter(reply, endpoint, model, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true) : undefined;
+  try {
+    const response = await pool.infer({ endpoint, body, signal: abort.signal }, sse ? (delta) => sse.delta(delta) : undefined);
+    if (sse && response.statusCode < 400) {
+      sse.finish(response.body);
+      return reply;
+    }
+    if (sse?.started) {
+      sse.fail(response.body);
+      return reply;
+    }
+    return reply.status(response.statusCode).header('x-request-id', request.id).send(response.body);
+  } catch (error) {
+    if (sse?.started) {
+      sse.fail({ error: { message: error instanceof Error ? error.message : String(error), type: 'server_error', param: null, code: 'engine_error' } });
+      return reply;
+    }
+    if (error instanceof ImageFetchError) throw invalidRequest(error.message, 'messages', 'image_fetch_failed');
+    if (error instanceof EngineUnavailableError) throw new ApiError(503, error.message, 'server_error', 'engine_unavailable');
+    throw error;
+  }
+}
+
+/** Writes the OpenAI streaming format: data: <chunk> lines, then data: [DONE]. */
+class SseWriter {
+  started = false;
+  private readonly id: string;
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly chat: boolean;
+
+  constructor(private readonly reply: FastifyReply, endpoint: string, private readonly model: string, private readonly includeUsage: boolean) {
+    this.chat = endpoint === '/v1/chat/completions';
+    this.id = `${this.chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replace(/-/g, '')}`;
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.reply.hijack();
+    this.reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-request-id': String(this.reply.request.id),
+    });
+    if (this.chat) this.send(this.chunk({ role: 'assistant', content: '' }, null));
+  }
+
+  private chunk(delta: Record<string, unknown> | string, finishReason: string | null, usage?: unknown) {
+    const choice = this.chat
+      ? { index: 0, delta, logprobs: null, finish_reason: finishReason }
+      : { index: 0, text: delta as string, logprobs: null, finish_reason: finishReason };
+    return {
+      id: this.id,
+      object: this.chat ? 'chat.completion.chunk' : 'text_completion',
+      created: this.created,
+      model: this.model,
+      choices: [choice],
+      ...(usage !== undefined ? { usage } : {}),
+    };
+  }
+
+  private send(payload: unknown): void {
+    this.reply.raw.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  }
+
+  delta(text: string): void {
+    this.start();
+    this.send(this.chunk(this.chat ? { content: text } : text, null));
+  }
+
+  finish(body: unknown): void {
+    this.start();
+    const answer = body as { choices?: Array<{ finish_reason?: string }>; usage?: unknown };
+    this.send(this.chunk(this.chat ? {} : '', answer.choices?.[0]?.finish_reason ?? 'stop'));
+    if (this.includeUsage) this.send({ id: this.id, object: this.chat ? 'chat.completion.chunk' : 'text_completion', created: this.created, model: this.model, choices: [], usage: answer.usage ?? null });
+    this.send('[DONE]');
+    this.reply.raw.end();
+  }
+
+  fail(body: unknown): void {
+    this.send(body);
+    this.send('[DONE]');
+    this.reply.raw.end();
+  }
+}
