@@ -30,7 +30,7 @@ describe('batch rules', () => {
     await engine.start();
     service = await startTestService({
       clock,
-      env: { ENGINE_BASE_URL: engine.url, ENGINE_MODELS: 'tiny-chat', ENGINE_BACKOFF_MS: '10', ENGINE_CONCURRENCY: '2', BATCH_CHUNK_LINES: '4' },
+      env: { ENGINE_BASE_URL: engine.url, ENGINE_MODELS: 'tiny-chat', ENGINE_BACKOFF_MS: '10', ENGINE_CONCURRENCY: '2', BATCH_CHUNK_LINES: '4', BATCH_PARALLEL_CHUNKS: '1' },
     });
     client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     expect((await reserveJob(service.url, JOB)).status).toBe(201);
@@ -203,14 +203,18 @@ describe('batch rules', () => {
   });
 
   describe('a batch that cannot go on', () => {
-    it('fails with a reason when its input file is deleted before it runs', async () => {
+    it('fails with a reason when its input file is deleted while it runs', async () => {
       engine.latencyMs = 0;
-      const input = await upload([chatLine('a', 'x [slow:300]'), chatLine('b', 'y')].join('\n'));
+      // Three chunks of four lines, run one after the other: the first is slow.
+      const lines = Array.from({ length: 12 }, (_, index) => chatLine(`d-${index}`, index < 4 ? `slowly [slow:300] ${index}` : `quick ${index}`));
+      const input = await upload(lines.join('\n'));
       const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as CreateParams);
+      await waitForStatus(client, created.id, ['in_progress']);
       await client.files.delete(input.id);
       const done = await waitForStatus(client, created.id, ['failed', 'completed']);
       expect(done.status).toBe('failed');
-      expect(done.errors?.data?.[0]).toMatchObject({ code: 'input_file_not_found', line: null });
+      expect(done.errors?.data).toContainEqual(expect.objectContaining({ code: 'input_file_not_found', line: null }));
+      expect(done.failed_at).toBeGreaterThanOrEqual(done.in_progress_at!);
     });
   });
 });
