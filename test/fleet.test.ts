@@ -90,6 +90,23 @@ describe('a fleet of HTTP replicas', () => {
     const pool = service.fleet.engineFor('tiny-chat')!;
     expect(pool.state().find((replica) => replica.id === 'tiny-chat/1')?.healthy).toBe(false);
   });
+
+  it('serves /compat/v1 through the same replicas, streamed or not', async () => {
+    vllm.latencyMs = 0;
+    const compat = new OpenAI({ baseURL: `${service.url}/compat/v1`, apiKey: TEST_API_KEY, maxRetries: 0 });
+    const before = vllm.total;
+    const answer = await compat.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'hi there' }] });
+    expect(answer.choices[0]!.message.content).toBe('echo: hi there');
+    let streamed = '';
+    for await (const chunk of await compat.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'stream it' }], stream: true })) {
+      streamed += chunk.choices[0]?.delta.content ?? '';
+    }
+    expect(streamed).toBe('echo: stream it');
+    expect(vllm.total - before).toBe(2);
+    const models = [];
+    for await (const model of compat.models.list()) models.push(model.id);
+    expect(models.sort()).toEqual(['spool-tiny', 'tiny-chat']);
+  });
 });
 
 describe('s3:// images in chat requests', () => {

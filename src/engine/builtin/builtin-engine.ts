@@ -109,7 +109,7 @@ export class BuiltinEngine {
   async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
     const requestId = `req_${randomUUID().replace(/-/g, '')}`;
     try {
-      const body = await this.answer(request.endpoint, request.body, onDelta);
+      const body = await this.answer(request.endpoint, request.body, onDelta, request.signal);
       return { statusCode: 200, requestId, body };
     } catch (error) {
       if (!(error instanceof BadRequest)) throw error;
@@ -117,12 +117,12 @@ export class BuiltinEngine {
     }
   }
 
-  private async answer(endpoint: string, body: Record<string, unknown>, onDelta?: TextDelta): Promise<unknown> {
+  private async answer(endpoint: string, body: Record<string, unknown>, onDelta?: TextDelta, signal?: AbortSignal): Promise<unknown> {
     const model = this.model;
     const created = Math.floor(Date.now() / 1000);
     switch (endpoint) {
       case '/v1/chat/completions': {
-        const generated = await this.generate(model, renderChat(body.messages), generationParams(body, 64), onDelta);
+        const generated = await this.generate(model, renderChat(body.messages), generationParams(body, 64), onDelta, signal);
         return {
           id: `chatcmpl-${randomUUID().replace(/-/g, '')}`,
           object: 'chat.completion',
@@ -140,7 +140,7 @@ export class BuiltinEngine {
         let promptTokens = 0;
         let completionTokens = 0;
         for (const [index, prompt] of prompts.entries()) {
-          const generated = await this.generate(model, prompt, params, prompts.length === 1 ? onDelta : undefined);
+          const generated = await this.generate(model, prompt, params, prompts.length === 1 ? onDelta : undefined, signal);
           promptTokens += generated.promptTokens;
           completionTokens += generated.completionTokens;
           choices.push({ index, text: generated.text, logprobs: null, finish_reason: generated.finishReason });
@@ -170,7 +170,7 @@ export class BuiltinEngine {
         if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
         else if (Array.isArray(body.input)) messages.push(...body.input);
         else throw new BadRequest('input must be a string or an array of messages', 'input');
-        const generated = await this.generate(model, renderChat(messages), generationParams(body, 64, 'max_output_tokens'));
+        const generated = await this.generate(model, renderChat(messages), generationParams(body, 64, 'max_output_tokens'), undefined, signal);
         return {
           id: `resp_${randomUUID().replace(/-/g, '')}`,
           object: 'response',
@@ -194,7 +194,7 @@ export class BuiltinEngine {
     }
   }
 
-  private async generate(model: Transformer, prompt: string, params: Generation, onDelta?: TextDelta): Promise<Generated> {
+  private async generate(model: Transformer, prompt: string, params: Generation, onDelta?: TextDelta, signal?: AbortSignal): Promise<Generated> {
     const tokens = [BOS, ...bytesOf(prompt)];
     const window = model.config.max_position_embeddings;
     if (tokens.length >= window) throw new BadRequest(`the prompt is ${tokens.length} tokens; the context window is ${window}`, 'messages', 'context_length_exceeded');
@@ -232,7 +232,10 @@ export class BuiltinEngine {
         emitted = safe;
       }
       if (generated < limit) logits = model.step(session, next);
-      if (generated % 16 === 0) await yieldToEventLoop();
+      if (generated % 16 === 0) {
+        await yieldToEventLoop();
+        signal?.throwIfAborted(); // the caller went away: stop spending the CPU on it
+      }
     }
     if (finishReason === 'length') text += decoder.decode();
     if (onDelta && text.length > emitted) onDelta(text.slice(emitted));

@@ -1,9 +1,10 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { BatchLifecycle, CreateBatchRequest } from '../../application/batch-lifecycle.js';
 import type { BatchRow, BatchesQueries } from '../../../projections/batches-projection.js';
 import { fromRejection, invalidRequest, notFound } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
+import { requestMetadata } from '../request-metadata.js';
 
 export interface BatchRouteDeps {
   readonly batches: BatchLifecycle;
@@ -41,8 +42,6 @@ export function batchObject(row: BatchRow, errors: ReturnType<BatchesQueries['er
   };
 }
 
-const metadataOf = (request: FastifyRequest) => ({ requestId: request.id, correlationId: request.id });
-
 export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps): void {
   const params = httpSchema('BatchIdParams');
   const batchResponse = { 200: httpSchema('Batch') };
@@ -57,7 +56,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     '/v1/batches',
     { schema: { summary: 'Create a batch', tags: ['batches'], body: httpSchema('CreateBatchRequest'), response: batchResponse } },
     async (request) => {
-      const created = await deps.batches.create(request.body as CreateBatchRequest, metadataOf(request));
+      const created = await deps.batches.create(request.body as CreateBatchRequest, requestMetadata(request));
       if (E.isLeft(created)) throw fromRejection(created.left);
       return findBatch(created.right.batch_id);
     },
@@ -86,7 +85,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     { schema: { summary: 'Cancel a batch', tags: ['batches'], params, response: batchResponse } },
     async (request) => {
       const batchId = (request.params as { batch_id: string }).batch_id;
-      const cancelled = await deps.batches.cancel(batchId, metadataOf(request));
+      const cancelled = await deps.batches.cancel(batchId, requestMetadata(request));
       if (E.isLeft(cancelled)) throw fromRejection(cancelled.left);
       return findBatch(batchId);
     },

@@ -39,8 +39,11 @@ async function serve(fleet: Fleet, endpoint: string, request: FastifyRequest, re
   const pool = fleet.engineFor(model);
   if (!pool) throw new ApiError(404, `The model ${JSON.stringify(model)} does not exist or is not served here`, 'invalid_request_error', 'model_not_found', 'model');
   const streaming = body.stream === true && (endpoint === '/v1/chat/completions' || endpoint === '/v1/completions');
+  // A client that goes away before its answer is complete stops the work done for it.
   const abort = new AbortController();
-  request.raw.once('close', () => abort.abort());
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
   const sse = streaming ? new SseWriter(reply, endpoint, model, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true) : undefined;
   try {
     const response = await pool.infer({ endpoint, body, signal: abort.signal }, sse ? (delta) => sse.delta(delta) : undefined);

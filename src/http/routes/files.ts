@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { FileRegistry } from '../../application/file-registry.js';
 import type { Clock } from '../../clock.js';
@@ -8,6 +8,7 @@ import type { FileListQuery, FileRow, FilesQueries } from '../../../projections/
 import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
+import { requestMetadata } from '../request-metadata.js';
 import { checkEarlyPurpose, parseUploadFields } from '../upload-form.js';
 
 export interface FileRouteDeps {
@@ -31,8 +32,6 @@ export function fileObject(file: Pick<FileRow, 'id' | 'bytes' | 'created_at' | '
 
 const fileFromFacts = (facts: FileFacts) =>
   fileObject({ id: facts.fileId, bytes: facts.bytes, created_at: facts.createdAt, expires_at: facts.expiresAt, filename: facts.filename, purpose: facts.purpose });
-
-const metadataOf = (request: FastifyRequest) => ({ requestId: request.id, correlationId: request.id });
 
 const CONTENT_TYPES: Record<string, string> = {
   jsonl: 'application/jsonl',
@@ -108,7 +107,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
           createdAt,
           expiresAt: fileExpiresAt(form.purpose, createdAt, form.expiresAfter),
         };
-        const registered = await deps.files.register(facts, metadataOf(request));
+        const registered = await deps.files.register(facts, requestMetadata(request));
         stored = undefined; // registered (or discarded by register): no longer ours to remove
         if (E.isLeft(registered)) throw fromRejection(registered.left);
         return fileFromFacts(registered.right);
@@ -183,7 +182,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
     async (request) => {
       const fileId = (request.params as { file_id: string }).file_id;
       findFile(fileId); // an expired file is gone for clients, even before the sweeper records it
-      const deleted = await deps.files.delete(fileId, metadataOf(request));
+      const deleted = await deps.files.delete(fileId, requestMetadata(request));
       if (E.isLeft(deleted)) throw fromRejection(deleted.left);
       return { id: fileId, object: 'file' as const, deleted: true as const };
     },

@@ -5,6 +5,7 @@ import type { JobDefinition } from '../../domain/job.js';
 import type { BatchesQueries } from '../../../projections/batches-projection.js';
 import { fromRejection } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
+import { requestMetadata } from '../request-metadata.js';
 
 export interface JobRouteDeps {
   readonly jobs: JobRegistry;
@@ -37,7 +38,7 @@ export function registerJobRoutes(app: FastifyInstance, deps: JobRouteDeps): voi
     },
     async (request, reply) => {
       const job = request.body as JobDefinition;
-      const reserved = await deps.jobs.reserve(job, { requestId: request.id, correlationId: request.id });
+      const reserved = await deps.jobs.reserve(job, requestMetadata(request));
       if (E.isLeft(reserved)) throw fromRejection(reserved.left);
       return reply.status(reserved.right.created ? 201 : 200).send(jobObject(reserved.right.job, reserved.right.reservedAt));
     },
