@@ -35,6 +35,8 @@ export interface Config {
   readonly batchChunkLines: number;
   /** Chunks of batch work run at once in this process. */
   readonly batchParallelChunks: number;
+  /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
+  readonly weightSyncRetryMs: number;
 }
 
 export class ConfigError extends Error {
@@ -136,5 +138,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     engine,
     batchChunkLines,
     batchParallelChunks,
+    weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
   };
 }

@@ -10,6 +10,8 @@ import { BatchValidator } from '../processors/batch-validator.js';
 import { FileExpirySweeper } from '../processors/file-expiry-sweeper.js';
 import { BatchesQueries, batchesProjection, jobsProjection } from '../projections/batches-projection.js';
 import { FilesQueries, filesProjection } from '../projections/files-projection.js';
+import { WeightsQueries, weightsProjection } from '../projections/weights-projection.js';
+import { WeightSyncer } from '../processors/weight-syncer.js';
 import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
 import { resolveApiKey } from './api-key.js';
@@ -58,6 +60,7 @@ export interface RunningService {
   readonly sweeper: FileExpirySweeper;
   readonly pipeline: BatchPipeline;
   readonly fleet: Fleet;
+  readonly weightSyncer: WeightSyncer;
   close(): Promise<void>;
 }
 
@@ -94,7 +97,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const projector = new Projector(
     eventStore,
     readModels,
-    [filesProjection, jobsProjection, batchesProjection],
+    [filesProjection, jobsProjection, batchesProjection, weightsProjection],
     logger.child({ component: 'projector' }),
   );
   const filesQueries = new FilesQueries(readModels);
@@ -129,6 +132,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     tickMs: options.pipelineTickMs ?? 1000,
   });
   projector.onApplied(() => pipeline.kick());
+  const weightsQueries = new WeightsQueries(readModels);
+  const weightSyncer = new WeightSyncer({
+    eventStore,
+    projector,
+    queries: weightsQueries,
+    fleet,
+    clock,
+    log: logger.child({ component: 'weight-syncer' }),
+    stagingDir: join(config.dataDir, 'staging'),
+    openSource: async () => {
+      const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('./engine/checkpoint-source.js'), import('./blob-store/s3-blob-store.js')]);
+      return new S3CheckpointSource(createS3Client(config.s3));
+    },
+    retryDelayMs: config.weightSyncRetryMs,
+  });
 
   const app = await buildHttpApp({
     logger,
@@ -139,6 +157,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     batches,
     batchesQueries,
     fleet,
+    weightSyncer,
+    weightsQueries,
     clock,
     limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
     readiness: () => {
@@ -165,6 +185,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
     await app.close().finally(() => clearInterval(idleSweep));
     await pipeline.stop();
+    await weightSyncer.stop();
     fleet.stop();
     await sweeper.stop();
     await projector.stop();
@@ -178,6 +199,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await reserveConfiguredJobs(config, jobs, logger);
     sweeper.start();
     pipeline.start();
+    weightSyncer.restoreServedWeights();
+    weightSyncer.start();
     fleet.startHealthChecks(config.engine.cooldownMs || 5000);
   } catch (error) {
     await close().catch(() => undefined);
@@ -186,7 +209,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, pipeline, fleet, close };
+  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, pipeline, fleet, weightSyncer, close };
 }
 
 /** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */

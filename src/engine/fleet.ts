@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BuiltinEngine, TextDelta } from './builtin/builtin-engine.js';
+import type { Transformer } from './builtin/transformer.js';
 import { ConcurrencyLimit } from './concurrency-limit.js';
 import { type EngineDirectory, type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
 import type { ImageResolver } from './image-resolver.js';
@@ -20,9 +21,21 @@ export interface Replica {
 export class BuiltinReplica implements Replica {
   readonly kind = 'builtin' as const;
   readonly description: string;
-  constructor(readonly id: string, readonly engine: BuiltinEngine, readonly checkpoint: string) {
-    this.description = `built-in ${engine.modelName} (${checkpoint})`;
+  constructor(readonly id: string, readonly engine: BuiltinEngine, private served: string) {
+    this.description = `built-in ${engine.modelName}`;
   }
+
+  /** The checkpoint this replica serves: a local folder, or the s3:// location it was synced from. */
+  get checkpoint(): string {
+    return this.served;
+  }
+
+  /** New requests run on the new weights; requests already running finish on the old ones. */
+  swap(model: Transformer, checkpoint: string): void {
+    this.engine.swap(model);
+    this.served = checkpoint;
+  }
+
   send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
     return this.engine.infer(request, onDelta);
   }

@@ -10,10 +10,11 @@ import { type CompatRouteDeps, registerCompatRoutes } from './routes/compat.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
+import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
 }
@@ -62,5 +63,6 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerBatchRoutes(app, deps);
   registerJobRoutes(app, deps);
   registerCompatRoutes(app, deps);
+  registerWeightRoutes(app, deps);
   return app;
 }

@@ -101,6 +101,10 @@ export class BuiltinEngine {
     return this.model.config;
   }
 
+  get manifest() {
+    return this.model.manifest;
+  }
+
   /** Serves new requests on other weights; requests already running finish on the old ones. */
   swap(model: Transformer): void {
     this.model = model;

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { CheckpointManifest } from '../../domain/checkpoint-compatibility.js';
 import { type Dtype, SafetensorsError, type TensorToWrite, float32ToBf16, parseFile, serialize, toFloat32 } from './safetensors.js';
 
 export const ARCHITECTURE = 'SpoolForCausalLM';
@@ -74,6 +75,8 @@ export function checkConfig(raw: unknown, source: string): ModelConfig {
 
 export interface LoadedWeights {
   readonly config: ModelConfig;
+  /** The checkpoint as stored (names, dtypes, shapes): what weight sync compares against. */
+  readonly manifest: CheckpointManifest;
   /** Every tensor as float32; int8 linear layers are dequantized (weight × per-row scale). */
   readonly tensors: ReadonlyMap<string, Float32Array>;
 }
@@ -89,6 +92,7 @@ export function loadCheckpoint(directory: string): LoadedWeights {
     : ['model.safetensors'];
 
   const raw = new Map<string, { dtype: Dtype; shape: readonly number[]; values: Float32Array }>();
+  const stored: Record<string, { dtype: string; shape: readonly number[] }> = {};
   for (const shard of shards) {
     if (shard.includes('/') || shard.includes('\\')) throw new CheckpointError(`${indexPath}: shard name ${JSON.stringify(shard)} is not a plain file name`);
     const path = join(directory, shard);
@@ -97,6 +101,7 @@ export function loadCheckpoint(directory: string): LoadedWeights {
     for (const tensor of header.tensors) {
       const data = bytes.subarray(header.dataStart + tensor.begin, header.dataStart + tensor.end);
       raw.set(tensor.name, { dtype: tensor.dtype, shape: tensor.shape, values: toFloat32(data, tensor.dtype, `${path}: ${tensor.name}`) });
+      stored[tensor.name] = { dtype: tensor.dtype, shape: tensor.shape };
     }
   }
 
@@ -125,7 +130,13 @@ export function loadCheckpoint(directory: string): LoadedWeights {
     checkShape(directory, name, tensor.shape, expected.shape);
     tensors.set(name, tensor.values);
   }
-  return { config, tensors };
+  const manifest: CheckpointManifest = {
+    architectures: config.architectures,
+    model_type: config.model_type,
+    quantization_config: config.quantization_config ?? null,
+    tensors: stored,
+  };
+  return { config, manifest, tensors };
 }
 
 function checkShape(directory: string, name: string, actual: readonly number[], expected: readonly number[]): void {

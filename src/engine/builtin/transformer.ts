@@ -49,6 +49,7 @@ export class Session {
 
 export class Transformer {
   readonly config: ModelConfig;
+  readonly manifest: LoadedWeights['manifest'];
   private readonly embed: Float32Array;
   private readonly layers: Layer[];
   private readonly finalNorm: Float32Array;
@@ -58,6 +59,7 @@ export class Transformer {
 
   constructor(weights: LoadedWeights) {
     this.config = weights.config;
+    this.manifest = weights.manifest;
     const tensor = (name: string) => {
       const found = weights.tensors.get(name);
       if (!found) throw new Error(`tensor ${name} is missing`);

@@ -1,0 +1,199 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import { type Decider, type Handled, handleCommand, loadState } from '../src/application/command-handler.js';
+import { settle } from '../src/application/read-your-writes.js';
+import type { Clock } from '../src/clock.js';
+import { hotSwapDifferences, rejectionReasons } from '../src/domain/checkpoint-compatibility.js';
+import type { Rejection } from '../src/domain/rejection.js';
+import {
+  type WeightSyncCommand,
+  type WeightSyncEvent,
+  type WeightSyncState,
+  decideWeightSync,
+  evolveWeightSync,
+  initialWeightSyncState,
+  parseCheckpointLocation,
+  weightsStreamName,
+} from '../src/domain/weight-sync.js';
+import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
+import { Transformer } from '../src/engine/builtin/transformer.js';
+import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';
+import { BuiltinReplica, type Fleet, type ReplicaPool } from '../src/engine/fleet.js';
+import type { EventStore } from '../src/event-store/event-store.js';
+import { deterministicUuid } from '../src/ids.js';
+import type { Projector } from '../projections/projector.js';
+import type { WeightSyncRow, WeightsQueries } from '../projections/weights-projection.js';
+
+export const weightSyncDecider: Decider<WeightSyncCommand, WeightSyncState, WeightSyncEvent> = {
+  decide: decideWeightSync,
+  evolve: evolveWeightSync,
+  initialState: initialWeightSyncState,
+};
+
+const CORRELATION = { correlationId: 'weight-syncer' };
+
+/**
+ * Weight sync, from the operator's request to the fleet serving the new weights: validate the
+ * checkpoint from its headers, stage it, and reload it replica by replica. Driven by the weights
+ * read model like the batch pipeline: a restart picks every sync up where the log left it.
+ */
+export class WeightSyncer {
+  private readonly busy = new Set<string>();
+  private readonly notBefore = new Map<string, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private source: Promise<S3CheckpointSource> | undefined;
+
+  constructor(
+    private readonly deps: {
+      eventStore: EventStore;
+      projector: Projector;
+      queries: WeightsQueries;
+      fleet: Fleet;
+      clock: Clock;
+      log: Pick<Logger, 'info' | 'warn' | 'error'>;
+      stagingDir: string;
+      openSource: () => Promise<S3CheckpointSource>;
+      /** Delay before a failed step's next attempt (doubled each time). */
+      retryDelayMs: number;
+    },
+  ) {}
+
+  // ---- commands from the HTTP layer -------------------------------------------------------
+
+  requestUpload(model: string, location: string, metadata: { requestId?: string; correlationId?: string }): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
+    return this.run(model, { type: 'RequestUpload', model, syncId: `sync_${randomUUID().replace(/-/g, '').slice(0, 24)}`, location, at: this.deps.clock.nowSeconds() }, metadata);
+  }
+
+  requestReload(model: string, metadata: { requestId?: string; correlationId?: string }): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
+    return this.run(model, { type: 'RequestReload', model, at: this.deps.clock.nowSeconds() }, metadata);
+  }
+
+  private async run(
+    model: string,
+    command: WeightSyncCommand,
+    metadata: { requestId?: string; correlationId?: string },
+    eventIds?: (event: WeightSyncEvent, index: number) => string,
+  ): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
+    const outcome = await handleCommand(this.deps.eventStore, weightsStreamName(model), weightSyncDecider, command, { metadata, ...(eventIds ? { eventIds } : {}) });
+    if (E.isRight(outcome)) {
+      await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
+      this.kick();
+    }
+    return outcome;
+  }
+
+  // ---- the processor ------------------------------------------------------------------------
+
+  start(): void {
+    const tick = () => {
+      this.kick();
+      if (!this.stopped) this.timer = setTimeout(tick, 500).unref();
+    };
+    tick();
+  }
+
+  kick(): void {
+    if (this.stopped) return;
+    const now = Date.now();
+    for (const row of this.deps.queries.all()) {
+      if ((row.state !== 'uploading' && row.state !== 'reloading') || this.busy.has(row.model) || (this.notBefore.get(row.model) ?? 0) > now) continue;
+      this.busy.add(row.model);
+      const step = row.state === 'uploading' ? this.upload(row) : this.reload(row);
+      void step
+        .catch((error: unknown) => this.deps.log.error({ err: error, model: row.model }, 'weight sync step crashed; it will be retried'))
+        .finally(() => this.busy.delete(row.model));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    while (this.busy.size > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+
+  /** After a restart: builtin replicas serve what the last completed reload put on them. */
+  restoreServedWeights(): void {
+    for (const row of this.deps.queries.all()) {
+      if (!row.serving_path) continue;
+      const pool = this.deps.fleet.engineFor(row.model);
+      const builtins = pool?.replicas.filter((replica): replica is BuiltinReplica => replica instanceof BuiltinReplica) ?? [];
+      if (builtins.length === 0) continue;
+      const model = new Transformer(loadCheckpoint(row.serving_path));
+      for (const replica of builtins) replica.swap(model, row.serving_location ?? row.serving_path);
+    }
+  }
+
+  private async failAttempt(row: WeightSyncRow, step: 'upload' | 'reload', error: unknown): Promise<void> {
+    const message = error instanceof Error ? error.message : String(error);
+    this.deps.log.warn({ model: row.model, step, err: error }, 'weight sync attempt failed');
+    this.notBefore.set(row.model, Date.now() + this.deps.retryDelayMs * 2 ** row.attempt);
+    await this.run(row.model, { type: 'RecordAttemptFailed', syncId: row.sync_id!, step, error: message, at: this.deps.clock.nowSeconds() }, CORRELATION);
+  }
+
+  private async upload(row: WeightSyncRow): Promise<void> {
+    const location = parseCheckpointLocation(row.location ?? '');
+    const pool = this.deps.fleet.engineFor(row.model);
+    if (!location || !pool || !row.sync_id) return;
+    const syncId = row.sync_id;
+    try {
+      this.source ??= this.deps.openSource();
+      const source = await this.source;
+      const remote = await source.describe(location.bucket, location.prefix);
+      const serving = servingManifest(pool);
+      if (serving) {
+        const reasons = rejectionReasons(hotSwapDifferences(serving, remote.manifest));
+        if (reasons.length > 0) {
+          await this.run(row.model, { type: 'RecordRejected', syncId, differences: reasons, at: this.deps.clock.nowSeconds() }, CORRELATION);
+          return;
+        }
+      }
+      await this.run(row.model, { type: 'RecordValidated', syncId, shards: remote.files, at: this.deps.clock.nowSeconds() }, CORRELATION);
+      const path = join(this.deps.stagingDir, row.model.replace(/[^A-Za-z0-9._-]/g, '_'), syncId);
+      const files = await source.transfer(location.bucket, location.prefix, remote.files, path);
+      await this.run(row.model, { type: 'RecordStaged', staged: { sync_id: syncId, location: row.location!, path, files, staged_at: this.deps.clock.nowSeconds() } }, CORRELATION);
+      this.deps.log.info({ model: row.model, sync_id: syncId, files: files.length }, 'checkpoint staged');
+    } catch (error) {
+      if (error instanceof Error && error.name === 'InvalidCheckpointError') {
+        await this.run(row.model, { type: 'RecordRejected', syncId, differences: [error.message], at: this.deps.clock.nowSeconds() }, CORRELATION);
+        return;
+      }
+      await this.failAttempt(row, 'upload', error);
+    }
+  }
+
+  private async reload(row: WeightSyncRow): Promise<void> {
+    const pool = this.deps.fleet.engineFor(row.model);
+    if (!pool || !row.sync_id) return;
+    const syncId = row.sync_id;
+    const { state } = await loadState(this.deps.eventStore, weightsStreamName(row.model), weightSyncDecider);
+    if (!state.staged) return;
+    const staged = state.staged;
+    try {
+      // Rolling: one replica at a time, so the others serve while it swaps. A built-in replica
+      // swaps in place: requests running on it finish on the old weights.
+      let model: Transformer | undefined;
+      for (const replica of pool.replicas) {
+        if (!(replica instanceof BuiltinReplica)) throw new Error(`${replica.id}: reloading ${replica.kind} replicas is not supported yet`);
+        model ??= new Transformer(loadCheckpoint(staged.path));
+        replica.swap(model, staged.location);
+        await this.run(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
+      }
+      // Ready only once a request through the normal inference path is answered.
+      const probe = await pool.infer({ endpoint: '/v1/chat/completions', body: { model: row.model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 } });
+      if (probe.statusCode >= 400) throw new Error(`the test request after the swap was answered ${probe.statusCode}`);
+      await this.run(row.model, { type: 'RecordReloaded', syncId, at: this.deps.clock.nowSeconds() }, CORRELATION);
+      this.deps.log.info({ model: row.model, sync_id: syncId, location: staged.location }, 'weights reloaded');
+    } catch (error) {
+      await this.failAttempt(row, 'reload', error);
+    }
+  }
+}
+
+/** What the model's built-in replicas serve, as a manifest; undefined when none is built-in. */
+function servingManifest(pool: ReplicaPool) {
+  const builtin = pool.replicas.find((replica): replica is BuiltinReplica => replica instanceof BuiltinReplica);
+  return builtin?.engine.manifest;
+}

@@ -1,0 +1,144 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
+import { headerLength, parseHeader } from './builtin/safetensors.js';
+
+export interface CheckpointFile {
+  readonly name: string;
+  readonly bytes: number;
+  readonly etag: string;
+}
+
+export interface RemoteCheckpoint {
+  readonly manifest: CheckpointManifest;
+  /** config.json, the index when there is one, and every shard. */
+  readonly files: readonly CheckpointFile[];
+}
+
+/** The checkpoint is not a valid one (as opposed to a transfer that failed): not worth retrying. */
+export class InvalidCheckpointError extends Error {
+  override readonly name = 'InvalidCheckpointError';
+}
+
+const MIB = 1024 * 1024;
+
+/**
+ * Reads a Hugging Face-style checkpoint folder in S3. Validation reads only config.json, the
+ * index and each shard's safetensors header, with ranged GETs pinned to the ETag the HEAD saw, so
+ * a checkpoint that changes mid-read is noticed. The transfer streams each file with parallel
+ * ranged GETs written at their offsets: memory holds `parallel` parts, whatever the size.
+ */
+export class S3CheckpointSource {
+  constructor(
+    private readonly client: S3Client,
+    private readonly settings: { partBytes: number; parallel: number } = { partBytes: 8 * MIB, parallel: 4 },
+  ) {}
+
+  async describe(bucket: string, prefix: string): Promise<RemoteCheckpoint> {
+    const config = await this.head(bucket, `${prefix}config.json`);
+    if (!config) throw new InvalidCheckpointError(`s3://${bucket}/${prefix} has no config.json`);
+    const configJson = JSON.parse((await this.read(bucket, `${prefix}config.json`, config.etag)).toString('utf8')) as Record<string, unknown>;
+    const files: CheckpointFile[] = [{ name: 'config.json', ...config }];
+
+    let shards = ['model.safetensors'];
+    const index = await this.head(bucket, `${prefix}model.safetensors.index.json`);
+    if (index) {
+      files.push({ name: 'model.safetensors.index.json', ...index });
+      const parsed = JSON.parse((await this.read(bucket, `${prefix}model.safetensors.index.json`, index.etag)).toString('utf8')) as { weight_map?: Record<string, string> };
+      shards = [...new Set(Object.values(parsed.weight_map ?? {}))];
+      if (shards.length === 0 || shards.some((shard) => shard.includes('/'))) throw new InvalidCheckpointError('model.safetensors.index.json names no shard, or names one outside the folder');
+    }
+    const tensors: Record<string, { dtype: string; shape: readonly number[] }> = {};
+    for (const shard of shards) {
+      const key = `${prefix}${shard}`;
+      const info = await this.head(bucket, key);
+      if (!info) throw new InvalidCheckpointError(`s3://${bucket}/${key} does not exist`);
+      let header;
+      try {
+        const length = headerLength(await this.read(bucket, key, info.etag, { start: 0, end: 7 }), shard);
+        header = parseHeader(await this.read(bucket, key, info.etag, { start: 8, end: 8 + length - 1 }), shard);
+      } catch (error) {
+        if (error instanceof Error && error.name === 'SafetensorsError') throw new InvalidCheckpointError(error.message);
+        throw error;
+      }
+      if (header.expectedFileSize !== info.bytes) throw new InvalidCheckpointError(`${shard} is ${info.bytes} bytes; its header describes ${header.expectedFileSize}`);
+      for (const tensor of header.tensors) tensors[tensor.name] = { dtype: tensor.dtype, shape: tensor.shape };
+      files.push({ name: shard, ...info });
+    }
+    const quantization = configJson.quantization_config;
+    return {
+      manifest: {
+        architectures: Array.isArray(configJson.architectures) ? (configJson.architectures as string[]) : [],
+        model_type: String(configJson.model_type ?? ''),
+        quantization_config: quantization && typeof quantization === 'object' ? (quantization as Record<string, unknown>) : null,
+        tensors,
+      },
+      files,
+    };
+  }
+
+  /** Copies the files into a folder; returns each one's size and sha256. */
+  async transfer(bucket: string, prefix: string, files: readonly CheckpointFile[], folder: string): Promise<Array<{ name: string; bytes: number; sha256: string }>> {
+    await mkdir(folder, { recursive: true });
+    const results = [];
+    for (const file of files) {
+      const target = join(folder, file.name);
+      const partial = `${target}.partial`;
+      const handle = await open(partial, 'w');
+      try {
+        const parts: Array<{ start: number; end: number }> = [];
+        for (let start = 0; start < file.bytes; start += this.settings.partBytes) parts.push({ start, end: Math.min(file.bytes, start + this.settings.partBytes) - 1 });
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: Math.min(this.settings.parallel, parts.length) }, async () => {
+            while (next < parts.length) {
+              const part = parts[next++]!;
+              const bytes = await this.read(bucket, `${prefix}${file.name}`, file.etag, part);
+              if (bytes.length !== part.end - part.start + 1) throw new Error(`${file.name}: bytes ${part.start}-${part.end} came back as ${bytes.length} bytes`);
+              await handle.write(bytes, 0, bytes.length, part.start);
+            }
+          }),
+        );
+        await handle.sync();
+      } catch (error) {
+        await handle.close();
+        await rm(partial, { force: true });
+        throw error;
+      }
+      await handle.close();
+      const hash = createHash('sha256');
+      let bytes = 0;
+      for await (const chunk of createReadStream(partial)) {
+        hash.update(chunk as Buffer);
+        bytes += (chunk as Buffer).length;
+      }
+      if (bytes !== file.bytes) throw new Error(`${file.name}: staged ${bytes} bytes, expected ${file.bytes}`);
+      await rename(partial, target);
+      results.push({ name: file.name, bytes, sha256: hash.digest('hex') });
+    }
+    return results;
+  }
+
+  private async head(bucket: string, key: string): Promise<{ bytes: number; etag: string } | undefined> {
+    try {
+      const answer = await this.client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+      return { bytes: answer.ContentLength ?? 0, etag: answer.ETag ?? '' };
+    } catch (error) {
+      const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+      if (status === 404 || (error as { name?: string }).name === 'NotFound') return undefined;
+      throw error;
+    }
+  }
+
+  private async read(bucket: string, key: string, etag: string, range?: { start: number; end: number }): Promise<Buffer> {
+    const answer = await this.client.send(
+      new GetObjectCommand({ Bucket: bucket, Key: key, ...(etag ? { IfMatch: etag } : {}), ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
+    );
+    const chunks: Buffer[] = [];
+    for await (const chunk of answer.Body as AsyncIterable<Buffer>) chunks.push(chunk);
+    return Buffer.concat(chunks);
+  }
+}

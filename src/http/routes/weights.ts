@@ -1,0 +1,91 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
+import { MAX_SYNC_ATTEMPTS } from '../../domain/weight-sync.js';
+import { BuiltinReplica, type Fleet, HttpReplica } from '../../engine/fleet.js';
+import type { WeightsQueries } from '../../../projections/weights-projection.js';
+import type { WeightSyncer } from '../../../processors/weight-syncer.js';
+import { ApiError, fromRejection } from '../api-error.js';
+import { httpSchema } from '../http-schemas.js';
+import { requestMetadata } from '../request-metadata.js';
+
+export interface WeightRouteDeps {
+  readonly fleet: Fleet;
+  readonly weightSyncer: WeightSyncer;
+  readonly weightsQueries: WeightsQueries;
+}
+
+/** Weight sync under /mgmt/v1 (bearer API_KEY): stage, reload, status. */
+export function registerWeightRoutes(app: FastifyInstance, deps: WeightRouteDeps): void {
+  const security = [{ bearer: [] }];
+
+  const status = (model: string) => {
+    const row = deps.weightsQueries.get(model);
+    const reloaded = new Map(deps.weightsQueries.replicas(model).map((replica) => [replica.replica, replica]));
+    const pool = deps.fleet.engineFor(model);
+    return {
+      state: row?.state ?? 'ready',
+      serving: row?.serving_location ? { checkpoint: row.serving_location, since: row.serving_since } : { checkpoint: 'initial', since: null },
+      staged: row?.staged_location ? { checkpoint: row.staged_location, path: row.staged_path, files: JSON.parse(row.staged_files ?? '[]'), staged_at: row.staged_at } : null,
+      sync: row
+        ? {
+            id: row.sync_id,
+            step: row.step,
+            location: row.location,
+            attempt: row.attempt,
+            max_attempts: MAX_SYNC_ATTEMPTS,
+            last_error: row.last_error,
+            requested_at: row.requested_at,
+            validated_at: row.validated_at,
+            reload_requested_at: row.reload_requested_at,
+            failed_at: row.failed_at,
+            updated_at: row.updated_at,
+          }
+        : null,
+      replicas: (pool?.replicas ?? []).map((replica) => ({
+        id: replica.id,
+        kind: replica.kind,
+        checkpoint: replica instanceof BuiltinReplica ? replica.checkpoint : replica instanceof HttpReplica ? replica.baseUrl : null,
+        reloaded_at: reloaded.get(replica.id)?.reloaded_at ?? null,
+      })),
+    };
+  };
+
+  const each = async (request: FastifyRequest, act: (model: string, location: string) => Promise<E.Either<import('../../domain/rejection.js').Rejection, unknown>>) => {
+    const weights = (request.body as { weights: Record<string, string> }).weights;
+    const results: Record<string, unknown> = {};
+    const errors: ApiError[] = [];
+    for (const [model, location] of Object.entries(weights)) {
+      if (!deps.fleet.models().includes(model)) {
+        const error = new ApiError(404, `Unknown model serve name ${JSON.stringify(model)}: the fleet serves ${deps.fleet.models().join(', ')}`, 'invalid_request_error', 'model_not_found', `weights.${model}`);
+        errors.push(error);
+        results[model] = { accepted: false, ...error.toBody() };
+        continue;
+      }
+      const outcome = await act(model, location);
+      if (E.isLeft(outcome)) {
+        const error = fromRejection(outcome.left);
+        errors.push(error);
+        results[model] = { accepted: false, ...error.toBody() };
+      } else results[model] = { accepted: true, ...status(model) };
+    }
+    // One model, or none accepted: the first error answers, in the envelope.
+    if (errors.length === Object.keys(weights).length) throw errors[0]!;
+    return { object: 'weights.sync', results };
+  };
+
+  const body = httpSchema('WeightsRequest');
+  app.post(
+    '/mgmt/v1/weights/upload',
+    { schema: { summary: 'Stage checkpoints from object storage (validated from their headers first)', tags: ['weights'], security, body } },
+    async (request, reply) => reply.status(202).send(await each(request, (model, location) => deps.weightSyncer.requestUpload(model, location, requestMetadata(request)))),
+  );
+  app.post(
+    '/mgmt/v1/weights/reload',
+    { schema: { summary: 'Swap the staged checkpoints onto the fleet, replica by replica', tags: ['weights'], security, body } },
+    async (request, reply) => reply.status(202).send(await each(request, (model) => deps.weightSyncer.requestReload(model, requestMetadata(request)))),
+  );
+  app.get('/mgmt/v1/weights/status', { schema: { summary: 'Weight sync state of every model', tags: ['weights'], security } }, async () => ({
+    object: 'weights.status',
+    models: Object.fromEntries(deps.fleet.models().map((model) => [model, status(model)])),
+  }));
+}
