@@ -20,7 +20,7 @@ import {
 import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
 import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';
-import { BuiltinReplica, type Fleet, type ReplicaPool } from '../src/engine/fleet.js';
+import { BuiltinReplica, type Fleet, HttpReplica, type ReplicaPool } from '../src/engine/fleet.js';
 import type { EventStore } from '../src/event-store/event-store.js';
 import { deterministicUuid } from '../src/ids.js';
 import type { Projector } from '../projections/projector.js';
@@ -176,9 +176,12 @@ export class WeightSyncer {
       // swaps in place: requests running on it finish on the old weights.
       let model: Transformer | undefined;
       for (const replica of pool.replicas) {
-        if (!(replica instanceof BuiltinReplica)) throw new Error(`${replica.id}: reloading ${replica.kind} replicas is not supported yet`);
-        model ??= new Transformer(loadCheckpoint(staged.path));
-        replica.swap(model, staged.location);
+        if (replica instanceof BuiltinReplica) {
+          model ??= new Transformer(loadCheckpoint(staged.path));
+          replica.swap(model, staged.location);
+        } else if (replica instanceof HttpReplica) {
+          await replica.reloadWeights(staged.path);
+        }
         await this.run(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
       }
       // Ready only once a request through the normal inference path is answered.

@@ -207,4 +207,39 @@ describe('weight sync', () => {
     expect(tiny.sync.last_error).toContain('architecture differs');
   });
 
+  it('reloads HTTP replicas through their own endpoints: SGLang update_weights_from_disk, vLLM pause, reload_weights, resume', async () => {
+    const { FakeEngine } = await import('./support/fake-engine.js');
+    const vllm = new FakeEngine();
+    const sglang = new FakeEngine();
+    await vllm.start();
+    await sglang.start();
+    const fleetFile = join(tempDir('fleet-http'), 'fleet.json');
+    writeFileSync(fleetFile, JSON.stringify({ models: { remote: { replicas: [{ kind: 'vllm', base_url: vllm.url }, { kind: 'sglang', base_url: sglang.url }] } } }));
+    const remote = await startTestService({
+      env: { FLEET_FILE: fleetFile, AWS_ENDPOINT_URL_S3: proxy.url, AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', S3_FORCE_PATH_STYLE: 'true' },
+    });
+    try {
+      const call = (path: string) => fetch(`${remote.url}/mgmt/v1/weights/${path}`, { method: 'POST', headers, body: JSON.stringify({ weights: { remote: `s3://${bucket()}/checkpoints/seed2/` } }) });
+      const read = async () => ((await (await fetch(`${remote.url}/mgmt/v1/weights/status`, { headers })).json()) as { models: Record<string, any> }).models.remote;
+      const wait = async (accept: (entry: any) => boolean) => {
+        for (let polls = 0; polls < 1500; polls++) {
+          const entry = await read();
+          if (accept(entry)) return entry;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        throw new Error(JSON.stringify(await read()));
+      };
+      expect((await call('upload')).status).toBe(202);
+      const staged = await wait((entry) => entry.staged !== null);
+      expect((await call('reload')).status).toBe(202);
+      await wait((entry) => entry.state === 'ready' && entry.serving.checkpoint === `s3://${bucket()}/checkpoints/seed2/`);
+      expect(sglang.adminCalls).toEqual([{ path: '/update_weights_from_disk', body: JSON.stringify({ model_path: staged.staged.path }) }]);
+      expect(vllm.adminCalls.map((entry) => entry.path)).toEqual(['/pause?mode=wait', '/collective_rpc', '/resume']);
+      expect(JSON.parse(vllm.adminCalls[1]!.body)).toEqual({ method: 'reload_weights', kwargs: { weights_path: staged.staged.path } });
+    } finally {
+      await remote.close();
+      await vllm.stop();
+      await sglang.stop();
+    }
+  });
 });

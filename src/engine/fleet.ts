@@ -89,6 +89,48 @@ export class HttpReplica implements Replica {
     };
   }
 
+  /** The server's root: its base URL without the /v1 suffix, where the admin endpoints live. */
+  private get root(): string {
+    return this.baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
+  }
+
+  private async admin(path: string, body?: unknown): Promise<void> {
+    const response = await fetch(`${this.root}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(this.settings.timeoutMs),
+    });
+    const text = await response.text();
+    const answer = (() => {
+      try {
+        return JSON.parse(text) as { success?: boolean; message?: string };
+      } catch {
+        return {};
+      }
+    })();
+    if (!response.ok || answer.success === false) throw new Error(`${this.id}: POST ${path} answered ${response.status}: ${answer.message ?? text.slice(0, 200)}`);
+  }
+
+  /**
+   * Loads new weights from a folder the server can read (shared storage), without a restart.
+   * SGLang: POST /update_weights_from_disk. vLLM (VLLM_SERVER_DEV_MODE=1): pause (letting running
+   * requests finish), collective_rpc reload_weights, resume — resumed whatever happened.
+   */
+  async reloadWeights(path: string): Promise<void> {
+    if (this.kind === 'sglang') return this.admin('/update_weights_from_disk', { model_path: path });
+    if (this.kind === 'vllm') {
+      await this.admin('/pause?mode=wait');
+      try {
+        await this.admin('/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: path } });
+      } finally {
+        await this.admin('/resume');
+      }
+      return;
+    }
+    throw new Error(`${this.id}: a generic OpenAI-compatible server has no weight reload; use kind vllm or sglang`);
+  }
+
   async health(): Promise<boolean> {
     try {
       const response = await fetch(`${this.baseUrl.replace(/\/+$/, '')}/models`, {

@@ -12,6 +12,8 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 export class FakeEngine {
   private server: Server | undefined;
   private flakyCounts = new Map<string, number>();
+  /** Calls to the admin endpoints (weight reload), in order. */
+  readonly adminCalls: Array<{ path: string; body: string }> = [];
   /** Requests received, per path. */
   readonly received = new Map<string, number>();
   inFlight = 0;
@@ -43,6 +45,12 @@ export class FakeEngine {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const path = (request.url ?? '').replace(/\?.*$/, '');
+    if (!path.startsWith('/v1/')) {
+      // The weight-reload endpoints of SGLang and vLLM, answered as they answer them.
+      this.adminCalls.push({ path: request.url ?? '', body: Buffer.concat(chunks).toString() });
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ success: true, message: 'ok' }));
+      return;
+    }
     this.received.set(path, (this.received.get(path) ?? 0) + 1);
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
@@ -78,6 +86,8 @@ export class FakeEngine {
     const usage = { prompt_tokens: prompt, completion_tokens: words(reply), total_tokens: prompt + words(reply) };
     const created = 1_700_000_000;
     switch (path) {
+      case '/v1/models':
+        return { status: 200, body: { object: 'list', data: [{ id: model, object: 'model', created, owned_by: 'fake' }] } };
       case '/v1/chat/completions':
         return {
           status: 200,
