@@ -142,7 +142,8 @@ export class WeightSyncer {
       this.source ??= this.deps.openSource();
       const source = await this.source;
       const remote = await source.describe(location.bucket, location.prefix);
-      const serving = servingManifest(pool);
+      const { state } = await loadState(this.deps.eventStore, weightsStreamName(row.model), weightSyncDecider);
+      const serving = servingManifest(pool) ?? state.serving ?? undefined;
       if (serving) {
         const reasons = rejectionReasons(hotSwapDifferences(serving, remote.manifest));
         if (reasons.length > 0) {
@@ -150,7 +151,7 @@ export class WeightSyncer {
           return;
         }
       }
-      await this.run(row.model, { type: 'RecordValidated', syncId, shards: remote.files, at: this.deps.clock.nowSeconds() }, CORRELATION);
+      await this.run(row.model, { type: 'RecordValidated', syncId, shards: remote.files, manifest: remote.manifest, at: this.deps.clock.nowSeconds() }, CORRELATION);
       const path = join(this.deps.stagingDir, row.model.replace(/[^A-Za-z0-9._-]/g, '_'), syncId);
       const files = await source.transfer(location.bucket, location.prefix, remote.files, path);
       await this.run(row.model, { type: 'RecordStaged', staged: { sync_id: syncId, location: row.location!, path, files, staged_at: this.deps.clock.nowSeconds() } }, CORRELATION);
@@ -195,7 +196,10 @@ export class WeightSyncer {
   }
 }
 
-/** What the model's built-in replicas serve, as a manifest; undefined when none is built-in. */
+/**
+ * What the model's built-in replicas serve, as a manifest; undefined when none is built-in (then
+ * the manifest of the last checkpoint synced onto the model is the reference, if there is one).
+ */
 function servingManifest(pool: ReplicaPool) {
   const builtin = pool.replicas.find((replica): replica is BuiltinReplica => replica instanceof BuiltinReplica);
   return builtin?.engine.manifest;

@@ -28,7 +28,8 @@ describe('weight sync', () => {
   let target: string;
   let proxy: S3Proxy;
   let store: S3BlobStore;
-  let service: RunningService;
+  let service: RunningService & { dataDir: string };
+  let env: Record<string, string>;
   let compat: OpenAI;
   const bucket = () => inject('s3Bucket');
   const folders: Record<string, string> = {};
@@ -65,8 +66,7 @@ describe('weight sync', () => {
     folders.int8 = await stageInS3(store, 'int8', ['--seed', '1', '--quantize', 'int8']);
     const fleetFile = join(tempDir('fleet'), 'fleet.json');
     writeFileSync(fleetFile, JSON.stringify({ models: { 'spool-tiny': { replicas: [{ kind: 'builtin' }, { kind: 'builtin' }] }, 'spool-other': { replicas: [{ kind: 'builtin' }] } } }));
-    service = await startTestService({
-      env: {
+    env = {
         FLEET_FILE: fleetFile,
         AWS_ENDPOINT_URL_S3: proxy.url,
         AWS_ACCESS_KEY_ID: 'S3RVER',
@@ -74,8 +74,8 @@ describe('weight sync', () => {
         AWS_REGION: 'us-east-1',
         S3_FORCE_PATH_STYLE: 'true',
         WEIGHT_SYNC_RETRY_MS: '20',
-      },
-    });
+    };
+    service = await startTestService({ env });
     compat = new OpenAI({ baseURL: `${service.url}/compat/v1`, apiKey: TEST_API_KEY, maxRetries: 0 });
   });
   afterAll(async () => {
@@ -148,6 +148,14 @@ describe('weight sync', () => {
     const all = (await service.eventStore.readAll({ maxCount: 10_000 })).filter((event) => event.streamName === 'weights-spool-tiny').map((event) => event.type);
     const types = all.slice(all.lastIndexOf('WeightsUploadRequested'));
     expect(types).toEqual(['WeightsUploadRequested', 'CheckpointValidated', 'WeightsStaged', 'WeightsReloadRequested', 'ReplicaReloaded', 'ReplicaReloaded', 'WeightsReloaded']);
+
+    // A restart serves the last reloaded weights, not the checkpoint the fleet started from.
+    const dataDir = service.dataDir;
+    await service.close();
+    service = await startTestService({ dataDir, env });
+    compat = new OpenAI({ baseURL: `${service.url}/compat/v1`, apiKey: TEST_API_KEY, maxRetries: 0 });
+    expect(await answer()).toBe(after);
+    expect((await status())['spool-tiny'].replicas.map((replica: { checkpoint: string }) => replica.checkpoint)).toEqual([location, location]);
   });
 
   it('rejects another architecture and another quantization from the headers alone, before any shard body is read', async () => {
@@ -236,6 +244,13 @@ describe('weight sync', () => {
       expect(sglang.adminCalls).toEqual([{ path: '/update_weights_from_disk', body: JSON.stringify({ model_path: staged.staged.path }) }]);
       expect(vllm.adminCalls.map((entry) => entry.path)).toEqual(['/pause?mode=wait', '/collective_rpc', '/resume']);
       expect(JSON.parse(vllm.adminCalls[1]!.body)).toEqual({ method: 'reload_weights', kwargs: { weights_path: staged.staged.path } });
+
+      // From now on the checkpoint synced onto them is what the HTTP replicas serve: another architecture is refused.
+      const deeper = await fetch(`${remote.url}/mgmt/v1/weights/upload`, { method: 'POST', headers, body: JSON.stringify({ weights: { remote: `s3://${bucket()}/checkpoints/deeper/` } }) });
+      expect(deeper.status).toBe(202);
+      const refused = await wait((entry) => entry.state === 'failed');
+      expect(refused.sync.last_error).toContain('architecture differs');
+      expect(sglang.adminCalls).toHaveLength(1);
     } finally {
       await remote.close();
       await vllm.stop();

@@ -1,6 +1,7 @@
 // Weight sync for one model serve name (stream weights-<model>): stage a checkpoint from object
 // storage, then reload it onto the model's replicas. Pure decide/evolve.
 import * as E from 'fp-ts/lib/Either.js';
+import type { CheckpointManifest } from './checkpoint-compatibility.js';
 import { type Rejection, reject } from './rejection.js';
 
 /** Spec §8: a failed step is tried at most this many times in all. */
@@ -24,13 +25,24 @@ export interface WeightSyncState {
   readonly location: string | null;
   readonly attempt: number;
   readonly staged: StagedCheckpoint | null;
+  /** What the current sync validated; it becomes `serving` when reloaded. */
+  readonly validated: CheckpointManifest | null;
+  /** The manifest of the checkpoint the model serves since the last reload; null before one. */
+  readonly serving: CheckpointManifest | null;
+  readonly stagedManifest: CheckpointManifest | null;
 }
 
-export const initialWeightSyncState: WeightSyncState = { model: null, phase: 'ready', syncId: null, location: null, attempt: 0, staged: null };
+export const initialWeightSyncState: WeightSyncState = { model: null, phase: 'ready', syncId: null, location: null, attempt: 0, staged: null, validated: null, serving: null, stagedManifest: null };
 
 export type WeightSyncCommand =
   | { readonly type: 'RequestUpload'; readonly model: string; readonly syncId: string; readonly location: string; readonly at: number }
-  | { readonly type: 'RecordValidated'; readonly syncId: string; readonly shards: ReadonlyArray<{ readonly name: string; readonly bytes: number; readonly etag: string }>; readonly at: number }
+  | {
+      readonly type: 'RecordValidated';
+      readonly syncId: string;
+      readonly shards: ReadonlyArray<{ readonly name: string; readonly bytes: number; readonly etag: string }>;
+      readonly manifest: CheckpointManifest;
+      readonly at: number;
+    }
   | { readonly type: 'RecordRejected'; readonly syncId: string; readonly differences: readonly string[]; readonly at: number }
   | { readonly type: 'RecordStaged'; readonly staged: StagedCheckpoint }
   | { readonly type: 'RecordAttemptFailed'; readonly syncId: string; readonly step: SyncStep; readonly error: string; readonly at: number }
@@ -41,7 +53,14 @@ export type WeightSyncCommand =
 type Model = { readonly model: string; readonly sync_id: string };
 export type WeightSyncEvent =
   | { readonly type: 'WeightsUploadRequested'; readonly data: Model & { readonly location: string; readonly requested_at: number } }
-  | { readonly type: 'CheckpointValidated'; readonly data: Model & { readonly shards: ReadonlyArray<{ readonly name: string; readonly bytes: number; readonly etag: string }>; readonly validated_at: number } }
+  | {
+      readonly type: 'CheckpointValidated';
+      readonly data: Model & {
+        readonly shards: ReadonlyArray<{ readonly name: string; readonly bytes: number; readonly etag: string }>;
+        readonly manifest: CheckpointManifest;
+        readonly validated_at: number;
+      };
+    }
   | { readonly type: 'CheckpointRejected'; readonly data: Model & { readonly differences: readonly string[]; readonly rejected_at: number } }
   | { readonly type: 'WeightsStaged'; readonly data: Model & Omit<StagedCheckpoint, 'sync_id'> }
   | { readonly type: 'WeightSyncAttemptFailed'; readonly data: Model & { readonly step: SyncStep; readonly attempt: number; readonly error: string; readonly failed_at: number } }
@@ -71,7 +90,7 @@ export function decideWeightSync(command: WeightSyncCommand, state: WeightSyncSt
       return E.right([{ type: 'WeightsUploadRequested', data: { model: command.model, sync_id: command.syncId, location: command.location, requested_at: command.at } }]);
     case 'RecordValidated':
       if (!current(command.syncId) || state.phase !== 'uploading') return E.right([]);
-      return E.right([{ type: 'CheckpointValidated', data: { model: state.model ?? '', sync_id: command.syncId, shards: command.shards, validated_at: command.at } }]);
+      return E.right([{ type: 'CheckpointValidated', data: { model: state.model ?? '', sync_id: command.syncId, shards: command.shards, manifest: command.manifest, validated_at: command.at } }]);
     case 'RecordRejected':
       if (!current(command.syncId) || state.phase !== 'uploading') return E.right([]);
       return E.right([{ type: 'CheckpointRejected', data: { model: state.model ?? '', sync_id: command.syncId, differences: command.differences, rejected_at: command.at } }]);
@@ -108,12 +127,12 @@ export function evolveWeightSync(state: WeightSyncState, event: WeightSyncEvent)
     case 'WeightsUploadRequested':
       return { ...state, model: event.data.model, phase: 'uploading', syncId: event.data.sync_id, location: event.data.location, attempt: 0 };
     case 'CheckpointValidated':
-      return state;
+      return { ...state, validated: event.data.manifest };
     case 'CheckpointRejected':
       return { ...state, phase: 'failed' };
     case 'WeightsStaged': {
       const { model: _model, ...staged } = event.data;
-      return { ...state, phase: 'ready', attempt: 0, staged };
+      return { ...state, phase: 'ready', attempt: 0, staged, stagedManifest: state.validated };
     }
     case 'WeightSyncAttemptFailed':
       return { ...state, attempt: event.data.attempt };
@@ -124,6 +143,6 @@ export function evolveWeightSync(state: WeightSyncState, event: WeightSyncEvent)
     case 'ReplicaReloaded':
       return state;
     case 'WeightsReloaded':
-      return { ...state, phase: 'ready', attempt: 0, staged: null };
+      return { ...state, phase: 'ready', attempt: 0, staged: null, serving: state.stagedManifest ?? state.serving, stagedManifest: null };
   }
 }

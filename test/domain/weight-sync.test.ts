@@ -1,0 +1,34 @@
+import { describe, it } from 'vitest';
+import { type WeightSyncCommand, type WeightSyncEvent, type WeightSyncState, decideWeightSync, evolveWeightSync, initialWeightSyncState } from '../../src/domain/weight-sync.js';
+import { deciderSpec } from '../support/decider-spec.js';
+
+const spec = deciderSpec<WeightSyncCommand, WeightSyncState, WeightSyncEvent>({ decide: decideWeightSync, evolve: evolveWeightSync, initialState: initialWeightSyncState });
+const location = 's3://bucket/ckpt/v2/';
+const requested: WeightSyncEvent = { type: 'WeightsUploadRequested', data: { model: 'm', sync_id: 's1', location, requested_at: 1 } };
+const failedAttempt = (attempt: number): WeightSyncEvent => ({ type: 'WeightSyncAttemptFailed', data: { model: 'm', sync_id: 's1', step: 'upload', attempt, error: 'boom', failed_at: 2 } });
+
+describe('weight sync aggregate', () => {
+  it('accepts an upload to s3://bucket/prefix/ only', () => {
+    spec.given([]).when({ type: 'RequestUpload', model: 'm', syncId: 's1', location, at: 1 }).then([requested]);
+    spec.given([]).when({ type: 'RequestUpload', model: 'm', syncId: 's1', location: 's3://bucket/ckpt', at: 1 }).thenRejects({ kind: 'invalid', param: 'weights.m' });
+    spec.given([]).when({ type: 'RequestUpload', model: 'm', syncId: 's1', location: 'https://x/y/', at: 1 }).thenRejects({ kind: 'invalid' });
+  });
+
+  it('refuses a second upload while one runs, and a reload with nothing staged', () => {
+    spec.given([requested]).when({ type: 'RequestUpload', model: 'm', syncId: 's2', location, at: 3 }).thenRejects({ kind: 'conflict' });
+    spec.given([]).when({ type: 'RequestReload', model: 'm', at: 3 }).thenRejects({ kind: 'precondition_failed' });
+  });
+
+  it('fails the sync on the third failed attempt of a step', () => {
+    spec.given([requested]).when({ type: 'RecordAttemptFailed', syncId: 's1', step: 'upload', error: 'boom', at: 2 }).then([failedAttempt(1)]);
+    spec.given([requested, failedAttempt(1)]).when({ type: 'RecordAttemptFailed', syncId: 's1', step: 'upload', error: 'boom', at: 2 }).then([failedAttempt(2)]);
+    spec
+      .given([requested, failedAttempt(1), failedAttempt(2)])
+      .when({ type: 'RecordAttemptFailed', syncId: 's1', step: 'upload', error: 'boom', at: 2 })
+      .then([failedAttempt(3), { type: 'WeightSyncFailed', data: { model: 'm', sync_id: 's1', step: 'upload', attempts: 3, error: 'boom', failed_at: 2 } }]);
+  });
+
+  it('ignores results of a sync that is no longer the current one', () => {
+    spec.given([requested]).when({ type: 'RecordAttemptFailed', syncId: 'old', step: 'upload', error: 'late', at: 2 }).then([]);
+  });
+});
