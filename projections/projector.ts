@@ -35,6 +35,7 @@ export class Projector {
   private caughtUp = false;
   private failure: Error | undefined;
   private readonly listeners: Array<(events: readonly RecordedEvent[]) => void> = [];
+  private caughtUpWaiters: Array<() => void> = [];
   /** Events applied since start, counted once per event whatever the number of projections. */
   eventsApplied = 0;
 
@@ -126,7 +127,16 @@ export class Projector {
   private updateCaughtUp(): void {
     if (this.caughtUp) return;
     this.caughtUp = this.headAtStart === undefined || (this.position !== undefined && comparePositions(this.position, this.headAtStart) >= 0);
-    if (this.caughtUp) this.log.info({ position: this.position ? positionToString(this.position) : 'start' }, 'projections caught up');
+    if (!this.caughtUp) return;
+    this.log.info({ position: this.position ? positionToString(this.position) : 'start' }, 'projections caught up');
+    for (const resolve of this.caughtUpWaiters) resolve();
+    this.caughtUpWaiters = [];
+  }
+
+  /** Resolves once the read models hold the log as it was when the projector started. */
+  whenCaughtUp(): Promise<void> {
+    if (this.caughtUp) return Promise.resolve();
+    return new Promise((resolve) => this.caughtUpWaiters.push(resolve));
   }
 
   private releaseWaiters(): void {

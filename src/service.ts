@@ -198,10 +198,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await projector.start();
     await reserveConfiguredJobs(config, jobs, logger);
     sweeper.start();
-    pipeline.start();
-    weightSyncer.restoreServedWeights();
-    weightSyncer.start();
     fleet.startHealthChecks(config.engine.cooldownMs || 5000);
+    // The processors act on the read models: they start once those hold the whole log, and the
+    // built-in replicas go back to the weights of the last reload (/ready says 503 until then).
+    void projector.whenCaughtUp().then(() => {
+      if (closed) return;
+      try {
+        weightSyncer.restoreServedWeights();
+      } catch (error) {
+        logger.error({ err: error }, 'could not restore the last reloaded weights; serving the configured checkpoints');
+      }
+      pipeline.start();
+      weightSyncer.start();
+    });
   } catch (error) {
     await close().catch(() => undefined);
     throw error;
