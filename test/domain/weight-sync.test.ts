@@ -1,4 +1,4 @@
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type WeightSyncCommand, type WeightSyncEvent, type WeightSyncState, decideWeightSync, evolveWeightSync, initialWeightSyncState } from '../../src/domain/weight-sync.js';
 import { deciderSpec } from '../support/decider-spec.js';
 
@@ -30,5 +30,23 @@ describe('weight sync aggregate', () => {
 
   it('ignores results of a sync that is no longer the current one', () => {
     spec.given([requested]).when({ type: 'RecordAttemptFailed', syncId: 'old', step: 'upload', error: 'late', at: 2 }).then([]);
+  });
+});
+
+describe('weight sync state', () => {
+  const manifest = { architectures: ['SpoolForCausalLM'], model_type: 'spool', quantization_config: null, tensors: { w: { dtype: 'F32', shape: [2, 2] } } };
+  it('serves the manifest of the checkpoint it reloaded, and forgets what was staged', () => {
+    const events: WeightSyncEvent[] = [
+      requested,
+      { type: 'CheckpointValidated', data: { model: 'm', sync_id: 's1', shards: [], manifest, validated_at: 2 } },
+      { type: 'WeightsStaged', data: { model: 'm', sync_id: 's1', location, path: '/staging/s1', files: [], staged_at: 3 } },
+      { type: 'WeightsReloadRequested', data: { model: 'm', sync_id: 's1', location, requested_at: 4 } },
+      { type: 'WeightsReloaded', data: { model: 'm', sync_id: 's1', location, path: '/staging/s1', reloaded_at: 5 } },
+    ];
+    const state = events.reduce(evolveWeightSync, initialWeightSyncState);
+    expect(state.phase).toBe('ready');
+    expect(state.serving).toEqual(manifest);
+    expect(state.staged).toBeNull();
+    expect(decideWeightSync({ type: 'RequestReload', model: 'm', at: 6 }, state)).toMatchObject({ _tag: 'Left', left: { kind: 'precondition_failed' } });
   });
 });
