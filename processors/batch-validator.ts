@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import { loadState } from '../src/application/command-handler.js';
+import { fileDecider } from '../src/application/file-registry.js';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
 import type { Clock } from '../src/clock.js';
@@ -12,7 +13,7 @@ import {
   isBlank,
 } from '../src/domain/batch-input.js';
 import type { BatchError, BatchFacts, ChunkSpec } from '../src/domain/batch.js';
-import { DEFAULT_UPLOAD_LIMITS, evolveFile, fileStreamName, initialFileState } from '../src/domain/file.js';
+import { DEFAULT_UPLOAD_LIMITS, fileStreamName } from '../src/domain/file.js';
 import type { EngineDirectory } from '../src/engine/engine.js';
 import type { EventStore } from '../src/event-store/event-store.js';
 import { physicalLines } from './jsonl-lines.js';
@@ -47,7 +48,7 @@ export class BatchValidator {
       await fail([{ code: 'model_not_available', line: null, message: `No engine serves model ${JSON.stringify(facts.model)}`, param: 'model' }]);
       return;
     }
-    const { state: file } = await loadState(this.deps.eventStore, fileStreamName(facts.input_file_id), { evolve: evolveFile, initialState: initialFileState });
+    const { state: file } = await loadState(this.deps.eventStore, fileStreamName(facts.input_file_id), fileDecider);
     if (file.status !== 'active') {
       await fail([{ code: 'input_file_not_found', line: null, message: `Input file ${facts.input_file_id} no longer exists`, param: 'input_file_id' }]);
       return;

@@ -10,6 +10,7 @@ import {
   positionToString,
 } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
+import { statement } from './read-model-store.js';
 
 export class ProjectionTimeoutError extends Error {
   override readonly name = 'ProjectionTimeoutError';
@@ -101,7 +102,7 @@ export class Projector {
   private applyBatch(events: readonly RecordedEvent[]): void {
     const last = events[events.length - 1];
     if (!last) return;
-    const save = this.db.prepare('UPDATE projection_checkpoints SET position = ? WHERE name = ?');
+    const save = statement(this.db, 'UPDATE projection_checkpoints SET position = ? WHERE name = ?');
     this.db.transaction(() => {
       for (const event of events) {
         for (const projection of this.projections) {

@@ -26,7 +26,6 @@ import { LocalBlobStore } from './blob-store/local-blob-store.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config.js';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
-import type { EngineDirectory } from './engine/engine.js';
 import type { Fleet } from './engine/fleet.js';
 import { openFleet } from './engine/fleet-config.js';
 import { EventSchemas, SchemaCheckedEventStore } from './event-store/event-schemas.js';
@@ -107,7 +106,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const batches = new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger });
   const outcomes = new LineOutcomeLog(eventStore);
   const fleet = options.fleet ?? (await openFleet(config));
-  const engines: EngineDirectory = fleet;
   const sweeper = new FileExpirySweeper(
     { files, queries: filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) },
     config.fileSweepIntervalSeconds * 1000,
@@ -115,13 +113,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const pipeline = new BatchPipeline({
     queries: batchesQueries,
     batches,
-    validator: new BatchValidator({ eventStore, blobStore, batches, engines, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines }),
+    validator: new BatchValidator({ eventStore, blobStore, batches, engines: fleet, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines }),
     runner: new BatchRunner({
       blobStore,
       batches,
       queries: batchesQueries,
       outcomes,
-      engines,
+      engines: fleet,
       clock,
       log: logger.child({ component: 'batch-runner' }),
       parallelChunks: config.batchParallelChunks,

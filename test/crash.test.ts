@@ -1,33 +1,17 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../src/package-root.js';
+import { startNode } from '../bench/processes.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, tempDir, waitUntilReady } from './support/service.js';
 
 /** `spool serve` as its own OS process, as `npm start` runs it. */
-function startSpool(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve'], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(output);
-      if (match) {
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        resolve({ child, url: match[1]! });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.resume();
-    child.once('exit', (code) => reject(new Error(`spool exited with ${code} before serving:\n${output}`)));
-  });
+async function startSpool(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), ['serve'], env, /"url":"(http:\/\/[^"]+)"/);
+  return { child, url: match[1]! };
 }
 
 describe('crash safety', () => {

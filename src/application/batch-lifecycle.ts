@@ -13,19 +13,18 @@ import {
   evolveBatch,
   initialBatchState,
 } from '../domain/batch.js';
-import { type FileEvent, type FileState, evolveFile, fileStreamName, initialFileState } from '../domain/file.js';
+import { fileStreamName } from '../domain/file.js';
 import { slaSeconds } from '../domain/job.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { newBatchId } from '../ids.js';
 import type { Projector } from '../../projections/projector.js';
 import { type Decider, type Handled, handleCommand, loadState } from './command-handler.js';
-import type { CommandMetadata } from './file-registry.js';
+import { type CommandMetadata, fileDecider } from './file-registry.js';
 import type { JobRegistry } from './job-registry.js';
 import { settle } from './read-your-writes.js';
 
 export const batchDecider: Decider<BatchCommand, BatchState, BatchEvent> = { decide: decideBatch, evolve: evolveBatch, initialState: initialBatchState };
-const fileDecider = { evolve: evolveFile, initialState: initialFileState } as Pick<Decider<never, FileState, FileEvent>, 'evolve' | 'initialState'>;
 
 export interface CreateBatchRequest {
   readonly input_file_id: string;

@@ -21,7 +21,7 @@ import type { Projector } from '../../projections/projector.js';
 import { type Decider, handleCommand } from './command-handler.js';
 import { settle } from './read-your-writes.js';
 
-const fileDecider: Decider<FileCommand, FileState, FileEvent> = {
+export const fileDecider: Decider<FileCommand, FileState, FileEvent> = {
   decide: decideFile,
   evolve: evolveFile,
   initialState: initialFileState,

@@ -164,7 +164,8 @@ export class S3BlobStore implements BlobStore {
   }
 }
 
-function isNotFound(error: unknown): boolean {
+/** S3's several ways of saying an object (or bucket) is not there. */
+export function isNotFound(error: unknown): boolean {
   const candidate = error as { name?: string; $metadata?: { httpStatusCode?: number } };
   return candidate.name === 'NoSuchKey' || candidate.name === 'NotFound' || candidate.$metadata?.httpStatusCode === 404;
 }

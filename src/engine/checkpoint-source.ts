@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { isNotFound } from '../blob-store/s3-blob-store.js';
 import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
 import { headerLength, parseHeader } from './builtin/safetensors.js';
 
@@ -127,8 +128,7 @@ export class S3CheckpointSource {
       const answer = await this.client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
       return { bytes: answer.ContentLength ?? 0, etag: answer.ETag ?? '' };
     } catch (error) {
-      const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-      if (status === 404 || (error as { name?: string }).name === 'NotFound') return undefined;
+      if (isNotFound(error)) return undefined;
       throw error;
     }
   }

@@ -79,13 +79,13 @@ export function readFleetSpec(path: string): FleetSpec {
   return parsed;
 }
 
-/** Loads a built-in replica's checkpoint, generating the default one on first start. */
-export function openBuiltinEngine(model: string, checkpoint: string, generateIfMissing: boolean): BuiltinEngine {
+/** Loads a checkpoint folder, generating the default one on first start. */
+function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: boolean): Transformer {
   if (!existsSync(join(checkpoint, 'config.json'))) {
     if (!generateIfMissing) throw new Error(`model ${model}: no checkpoint at ${checkpoint}`);
     createCheckpoint(checkpoint, DEFAULT_CHECKPOINT);
   }
-  return new BuiltinEngine(new Transformer(loadCheckpoint(checkpoint)), model);
+  return new Transformer(loadCheckpoint(checkpoint));
 }
 
 /**
@@ -103,13 +103,17 @@ export async function openFleet(config: Config): Promise<Fleet> {
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}) });
 
   const pools = new Map<string, ReplicaPool>();
+  // Replicas on one folder share its (read-only) weights: loaded once, each replica swaps on its own.
+  const loaded = new Map<string, Transformer>();
   for (const [model, { replicas }] of Object.entries(spec.models)) {
     const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
       const id = `${model}/${index}`;
       if (replica.kind === 'builtin') {
         const explicit = replica.checkpoint !== undefined;
         const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(config.dataDir, 'checkpoints', model);
-        return { replica: new BuiltinReplica(id, openBuiltinEngine(model, checkpoint, !explicit), checkpoint), concurrency: replica.concurrency ?? 2 };
+        let weights = loaded.get(checkpoint);
+        if (!weights) loaded.set(checkpoint, (weights = loadBuiltinModel(model, checkpoint, !explicit)));
+        return { replica: new BuiltinReplica(id, new BuiltinEngine(weights, model), checkpoint), concurrency: replica.concurrency ?? 2 };
       }
       return {
         replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? config.engine.apiKey, (replica.timeout_seconds ?? config.engine.timeoutMs / 1000) * 1000),

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
+import type { Rejection } from '../../domain/rejection.js';
 import { MAX_SYNC_ATTEMPTS } from '../../domain/weight-sync.js';
 import { BuiltinReplica, type Fleet, HttpReplica } from '../../engine/fleet.js';
 import type { WeightsQueries } from '../../../projections/weights-projection.js';
@@ -50,7 +51,7 @@ export function registerWeightRoutes(app: FastifyInstance, deps: WeightRouteDeps
     };
   };
 
-  const each = async (request: FastifyRequest, act: (model: string, location: string) => Promise<E.Either<import('../../domain/rejection.js').Rejection, unknown>>) => {
+  const each = async (request: FastifyRequest, act: (model: string, location: string) => Promise<E.Either<Rejection, unknown>>) => {
     const weights = (request.body as { weights: Record<string, string> }).weights;
     const results: Record<string, unknown> = {};
     const errors: ApiError[] = [];
