@@ -1,0 +1,309 @@
+import {
+  type ConsumeOptions,
+  type Consumer,
+  type DeliveredMessage,
+  type MessageHandler,
+  type MessageLog,
+  type OutgoingMessage,
+  type TopicSpec,
+  nextRetryDelay,
+  partitionFor,
+} from './message-log.js';
+
+interface Stored {
+  readonly key: string;
+  readonly value: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** One partition: its retained messages and the offset of the first of them. */
+class Partition {
+  firstOffset = 0;
+  messages: Stored[] = [];
+  private waiters: Array<() => void> = [];
+
+  get endOffset(): number {
+    return this.firstOffset + this.messages.length;
+  }
+
+  append(message: Stored): void {
+    this.messages.push(message);
+    this.wake();
+  }
+
+  at(offset: number): Stored | undefined {
+    return offset >= this.firstOffset ? this.messages[offset - this.firstOffset] : undefined;
+  }
+
+  /** Drops messages below `offset`, a few hundred at a time, so that trimming stays cheap. */
+  trimBelow(offset: number): void {
+    const droppable = Math.min(offset - this.firstOffset, this.messages.length);
+    if (droppable < 256) return;
+    this.messages.splice(0, droppable);
+    this.firstOffset += droppable;
+  }
+
+  /** Resolves at the next append or wake. */
+  next(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+class Slots {
+  private free: number;
+  private queue: Array<() => void> = [];
+  constructor(size: number) {
+    this.free = size;
+  }
+  async acquire(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.queue.push(resolve));
+  }
+  release(): void {
+    const next = this.queue.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+class Member implements Consumer {
+  stopping = false;
+  abandoned = false;
+  readonly workers = new Set<PartitionWorker>();
+  readonly slots: Slots;
+
+  constructor(
+    readonly group: Group,
+    readonly options: ConsumeOptions,
+    readonly handler: MessageHandler,
+  ) {
+    this.slots = new Slots(options.concurrency ?? 1);
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping || this.abandoned) return;
+    this.stopping = true;
+    for (const worker of this.workers) worker.wake();
+    await Promise.all([...this.workers].map((worker) => worker.done));
+    this.group.leave(this);
+  }
+
+  async abandon(): Promise<void> {
+    if (this.abandoned) return;
+    this.abandoned = true;
+    for (const worker of this.workers) worker.wake();
+    this.group.leave(this);
+  }
+}
+
+/** Handles one partition for one member, in order, until the partition is revoked or the member stops. */
+class PartitionWorker {
+  revoked = false;
+  readonly done: Promise<void>;
+
+  constructor(
+    private readonly log: EmbeddedMessageLog,
+    readonly member: Member,
+    readonly topic: string,
+    readonly partitionIndex: number,
+    previous: PartitionWorker | undefined,
+  ) {
+    this.done = this.run(previous);
+  }
+
+  private get partition(): Partition {
+    return this.log.partition(this.topic, this.partitionIndex);
+  }
+
+  private get active(): boolean {
+    return !this.revoked && !this.member.stopping && !this.member.abandoned;
+  }
+
+  wake(): void {
+    this.partition.wake();
+  }
+
+  private async run(previous: PartitionWorker | undefined): Promise<void> {
+    // As in Kafka, a partition changes hands only once its previous owner has finished and
+    // committed, unless that owner is gone (then its uncommitted message is delivered again).
+    if (previous && !previous.member.abandoned) await previous.done;
+    const group = this.member.group;
+    const key = `${this.topic}/${this.partitionIndex}`;
+    while (this.active) {
+      const partition = this.partition;
+      const offset = Math.max(group.committed.get(key) ?? 0, partition.firstOffset);
+      const stored = partition.at(offset);
+      if (!stored) {
+        await partition.next();
+        continue;
+      }
+      const message: DeliveredMessage = { topic: this.topic, partition: this.partitionIndex, offset: String(offset), ...stored };
+      await this.member.slots.acquire();
+      let handled = false;
+      try {
+        handled = await this.handle(message);
+      } finally {
+        this.member.slots.release();
+      }
+      if (!handled || this.member.abandoned) return;
+      group.committed.set(key, offset + 1);
+      this.log.trim(this.topic, this.partitionIndex);
+    }
+  }
+
+  /** Runs the handler until it succeeds; false if the member left or lost the partition meanwhile. */
+  private async handle(message: DeliveredMessage): Promise<boolean> {
+    let delay = this.member.options.retryDelayMs ?? 500;
+    for (;;) {
+      try {
+        await this.member.handler(message);
+        return true;
+      } catch (error) {
+        this.member.options.onError?.(error, message);
+        if (!this.active) return false;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = nextRetryDelay(delay);
+        if (!this.active) return false;
+      }
+    }
+  }
+}
+
+class Group {
+  readonly committed = new Map<string, number>();
+  readonly members: Member[] = [];
+  /** Every topic the group ever consumed: its committed offsets hold back trimming. */
+  readonly consumedTopics = new Set<string>();
+  private readonly owners = new Map<string, PartitionWorker>();
+
+  constructor(private readonly log: EmbeddedMessageLog) {}
+
+  join(member: Member): void {
+    this.members.push(member);
+    for (const topic of member.options.topics) this.consumedTopics.add(topic);
+    this.rebalance();
+  }
+
+  leave(member: Member): void {
+    const index = this.members.indexOf(member);
+    if (index < 0) return;
+    this.members.splice(index, 1);
+    this.rebalance();
+  }
+
+  topics(): Set<string> {
+    return new Set(this.members.flatMap((member) => member.options.topics));
+  }
+
+  /** Spreads every partition of the subscribed topics over the members, round robin. */
+  rebalance(): void {
+    for (const topic of this.topics()) {
+      const members = this.members.filter((member) => member.options.topics.includes(topic));
+      const count = this.log.partitionCount(topic);
+      for (let index = 0; index < count; index++) {
+        const key = `${topic}/${index}`;
+        const owner = members.length > 0 ? members[index % members.length] : undefined;
+        const current = this.owners.get(key);
+        if (current && current.member === owner && !current.revoked) continue;
+        if (current) {
+          current.revoked = true;
+          current.member.workers.delete(current);
+          current.wake();
+        }
+        if (!owner) {
+          this.owners.delete(key);
+          continue;
+        }
+        const worker = new PartitionWorker(this.log, owner, topic, index, current);
+        owner.workers.add(worker);
+        this.owners.set(key, worker);
+      }
+    }
+  }
+}
+
+/**
+ * The message log inside one process: topics of partitions held in memory, consumer groups with
+ * committed offsets, and the same delivery rules as Kafka (in order per partition, a partition per
+ * member, redelivery of what was not committed). It lasts as long as the process; the relay that
+ * feeds it starts from the beginning of the event log at every start, and processors are
+ * idempotent, so nothing is lost by a restart. Like Kafka's retention, each partition keeps its
+ * newest `retain` messages; older ones go once every group that consumes the topic has committed them.
+ */
+export class EmbeddedMessageLog implements MessageLog {
+  readonly description = 'embedded';
+  private readonly topics = new Map<string, Partition[]>();
+  private readonly groups = new Map<string, Group>();
+  private closed = false;
+
+  constructor(private readonly options: { defaultPartitions?: number; retain?: number } = {}) {}
+
+  async ensureTopics(topics: readonly TopicSpec[]): Promise<void> {
+    for (const spec of topics) this.createTopic(spec.topic, spec.partitions);
+  }
+
+  private createTopic(topic: string, partitions: number): Partition[] {
+    let existing = this.topics.get(topic);
+    if (!existing) {
+      existing = Array.from({ length: Math.max(1, partitions) }, () => new Partition());
+      this.topics.set(topic, existing);
+      for (const group of this.groups.values()) if (group.topics().has(topic)) group.rebalance();
+    }
+    return existing;
+  }
+
+  partition(topic: string, index: number): Partition {
+    return this.topics.get(topic)![index]!;
+  }
+
+  partitionCount(topic: string): number {
+    return this.topics.get(topic)?.length ?? 0;
+  }
+
+  async publish(topic: string, messages: readonly OutgoingMessage[]): Promise<void> {
+    if (this.closed) throw new Error('the message log is closed');
+    const partitions = this.topics.get(topic) ?? this.createTopic(topic, this.options.defaultPartitions ?? 1);
+    for (const message of messages) {
+      partitions[partitionFor(message.key, partitions.length)]!.append({ key: message.key, value: message.value, headers: { ...message.headers } });
+    }
+    for (let index = 0; index < partitions.length; index++) this.trim(topic, index);
+  }
+
+  async consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer> {
+    if (this.closed) throw new Error('the message log is closed');
+    for (const topic of options.topics) if (!this.topics.has(topic)) this.createTopic(topic, this.options.defaultPartitions ?? 1);
+    let group = this.groups.get(options.groupId);
+    if (!group) {
+      group = new Group(this);
+      this.groups.set(options.groupId, group);
+    }
+    const member = new Member(group, options, handler);
+    group.join(member);
+    return member;
+  }
+
+  /** Drops what every group consuming the topic has committed, beyond the newest `retain` messages. */
+  trim(topic: string, index: number): void {
+    const partition = this.partition(topic, index);
+    let lowest = partition.endOffset;
+    for (const group of this.groups.values()) {
+      if (group.consumedTopics.has(topic)) lowest = Math.min(lowest, group.committed.get(`${topic}/${index}`) ?? 0);
+    }
+    partition.trimBelow(Math.min(lowest, partition.endOffset - (this.options.retain ?? 1_000)));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const members = [...this.groups.values()].flatMap((group) => [...group.members]);
+    await Promise.all(members.map((member) => member.stop()));
+  }
+}

@@ -1,0 +1,213 @@
+import { type Admin, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
+import type { Logger } from 'pino';
+import {
+  type ConsumeOptions,
+  type Consumer,
+  type DeliveredMessage,
+  type MessageHandler,
+  type MessageLog,
+  type OutgoingMessage,
+  type TopicSpec,
+  nextRetryDelay,
+} from './message-log.js';
+
+export interface KafkaSettings {
+  /** host:port of one or more brokers. */
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  /** How long the group waits for a silent member before handing its partitions to others. */
+  readonly sessionTimeoutMs: number;
+}
+
+const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+// kafkajs retries each request this often before giving up on it; the adapter retries above that
+// (producers through their callers, consumers by restarting), so a broker that is away for a
+// while is waited for rather than treated as fatal.
+const RETRY = { retries: 8, initialRetryTime: 300, maxRetryTime: 5_000 };
+
+/** The message log on Apache Kafka, through kafkajs. */
+export class KafkaMessageLog implements MessageLog {
+  readonly description: string;
+  private readonly kafka: Kafka;
+  private producer: Promise<Producer> | undefined;
+  private readonly consumers = new Set<KafkaGroupMember>();
+
+  constructor(
+    private readonly settings: KafkaSettings,
+    private readonly log: Pick<Logger, 'error' | 'warn' | 'info' | 'debug'>,
+  ) {
+    this.description = `kafka ${settings.brokers.join(',')}`;
+    this.kafka = new Kafka({
+      clientId: settings.clientId,
+      brokers: [...settings.brokers],
+      retry: RETRY,
+      connectionTimeout: 3_000,
+      logLevel: logLevel.WARN,
+      logCreator:
+        () =>
+        ({ level, log: { message, ...extra } }) => {
+          const method = LEVELS[level] ?? 'info';
+          this.log[method]({ kafka: extra }, `kafka: ${message}`);
+        },
+    });
+  }
+
+  async ensureTopics(topics: readonly TopicSpec[]): Promise<void> {
+    const admin: Admin = this.kafka.admin({ retry: RETRY });
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const missing = topics.filter((spec) => !existing.has(spec.topic));
+      if (missing.length === 0) return;
+      // Another process may create the same topics at the same moment: that is not an error.
+      await admin.createTopics({ waitForLeaders: true, topics: missing.map((spec) => ({ topic: spec.topic, numPartitions: spec.partitions })) });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  private connectedProducer(): Promise<Producer> {
+    this.producer ??= (async () => {
+      const producer = this.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, retry: RETRY, allowAutoTopicCreation: true });
+      try {
+        await producer.connect();
+      } catch (error) {
+        this.producer = undefined;
+        throw error;
+      }
+      return producer;
+    })();
+    return this.producer;
+  }
+
+  async publish(topic: string, messages: readonly OutgoingMessage[]): Promise<void> {
+    if (messages.length === 0) return;
+    const producer = await this.connectedProducer();
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: messages.map((message) => ({ key: message.key, value: message.value, headers: { ...message.headers } })),
+    });
+  }
+
+  async consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer> {
+    const member = new KafkaGroupMember(this.kafka, this.settings, options, handler, this.log, () => this.consumers.delete(member));
+    this.consumers.add(member);
+    await member.start();
+    return member;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.consumers].map((consumer) => consumer.stop()));
+    const producer = this.producer;
+    this.producer = undefined;
+    if (producer) await (await producer.catch(() => undefined))?.disconnect();
+  }
+}
+
+function delivered(topic: string, partition: number, message: KafkaMessage): DeliveredMessage {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.map(String).join(',') : value.toString();
+  }
+  return { topic, partition, offset: message.offset, key: message.key?.toString() ?? '', value: message.value?.toString() ?? '', headers };
+}
+
+class KafkaGroupMember implements Consumer {
+  private consumer: KafkaConsumer | undefined;
+  private stopping = false;
+  private abandoned = false;
+  private abandonNow: () => void = () => undefined;
+  private readonly abandonment = new Promise<void>((resolve) => {
+    this.abandonNow = resolve;
+  });
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly settings: KafkaSettings,
+    private readonly options: ConsumeOptions,
+    private readonly handler: MessageHandler,
+    private readonly log: Pick<Logger, 'error' | 'warn' | 'info'>,
+    private readonly forget: () => void,
+  ) {}
+
+  async start(): Promise<void> {
+    const consumer = this.kafka.consumer({
+      groupId: this.options.groupId,
+      sessionTimeout: this.settings.sessionTimeoutMs,
+      heartbeatInterval: Math.max(500, Math.floor(this.settings.sessionTimeoutMs / 10)),
+      // A member finishes the messages it is handling before it rejoins a rebalance.
+      rebalanceTimeout: Math.max(60_000, this.settings.sessionTimeoutMs * 2),
+      retry: { ...RETRY, restartOnFailure: async () => !this.stopping && !this.abandoned },
+    });
+    this.consumer = consumer;
+    await consumer.connect();
+    await consumer.subscribe({ topics: [...this.options.topics], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      partitionsConsumedConcurrently: this.options.concurrency ?? 1,
+      eachMessage: async ({ topic, partition, message, heartbeat }) => {
+        if (this.stopping || this.abandoned) throw new Error('consumer stopping');
+        const handled = await this.handle(delivered(topic, partition, message), heartbeat);
+        if (!handled) throw new Error('consumer stopping');
+        await this.commit(topic, partition, message.offset);
+      },
+    });
+  }
+
+  /** Runs the handler until it succeeds, keeping the membership alive meanwhile. */
+  private async handle(message: DeliveredMessage, heartbeat: () => Promise<void>): Promise<boolean> {
+    // A failed heartbeat means a rebalance is under way: the member rejoins once this message is
+    // handled, so the error is not thrown into the handling.
+    const beating = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, Math.floor(this.settings.sessionTimeoutMs / 10)));
+    let delay = this.options.retryDelayMs ?? 500;
+    try {
+      for (;;) {
+        try {
+          const outcome = await Promise.race([this.handler(message).then(() => 'done' as const), this.abandonment.then(() => 'abandoned' as const)]);
+          return outcome === 'done';
+        } catch (error) {
+          this.options.onError?.(error, message);
+          if (this.stopping || this.abandoned) return false;
+          await new Promise((resolve) => setTimeout(resolve, delay));
+          delay = nextRetryDelay(delay);
+          if (this.stopping || this.abandoned) return false;
+        }
+      }
+    } finally {
+      clearInterval(beating);
+    }
+  }
+
+  private async commit(topic: string, partition: number, offset: string): Promise<void> {
+    if (this.abandoned) return;
+    try {
+      await this.consumer!.commitOffsets([{ topic, partition, offset: (BigInt(offset) + 1n).toString() }]);
+    } catch (error) {
+      // The partition moved to another member meanwhile: it will handle the message again, and
+      // handlers are idempotent.
+      this.log.warn({ err: error, topic, partition, offset }, 'offset not committed; the message will be delivered again');
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.forget();
+    await this.consumer?.disconnect();
+  }
+
+  async abandon(): Promise<void> {
+    if (this.abandoned) return;
+    this.abandoned = true;
+    this.abandonNow();
+    this.forget();
+    await this.consumer?.disconnect();
+  }
+}

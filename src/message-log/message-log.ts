@@ -1,0 +1,76 @@
+// The message log port. Both adapters (the embedded in-process log, Kafka through kafkajs) implement
+// it and are held to it by one contract suite (test/support/message-log-contract.ts).
+
+export interface OutgoingMessage {
+  /** Messages with the same key go to the same partition, so they are delivered in order. */
+  readonly key: string;
+  readonly value: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export interface DeliveredMessage {
+  readonly topic: string;
+  readonly partition: number;
+  /** The message's offset in its partition, as a decimal string (Kafka offsets are 64-bit). */
+  readonly offset: string;
+  readonly key: string;
+  readonly value: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+export interface TopicSpec {
+  readonly topic: string;
+  readonly partitions: number;
+}
+
+export interface ConsumeOptions {
+  /** Consumers in one group share the topics' partitions; each message reaches one of them. */
+  readonly groupId: string;
+  readonly topics: readonly string[];
+  /** Partitions handled at once by this consumer (messages of one partition are handled in order). */
+  readonly concurrency?: number;
+  /** Delay before a message whose handler failed is handled again (doubled up to 30 s). */
+  readonly retryDelayMs?: number;
+  /** Called when a handler fails; the message is retried. */
+  readonly onError?: (error: unknown, message: DeliveredMessage) => void;
+}
+
+/**
+ * Resolving commits the message's offset; rejecting delivers it again, to this consumer after a
+ * delay, or to another member of the group if this one leaves first. At least once, therefore:
+ * handlers must be idempotent.
+ */
+export type MessageHandler = (message: DeliveredMessage) => Promise<void>;
+
+export interface Consumer {
+  /** Leaves the group once the handlers running now have finished and their offsets are committed. */
+  stop(): Promise<void>;
+  /**
+   * Leaves the group at once, committing nothing more: as if the process had died. Handlers
+   * still running go on, but their messages are not committed and will be delivered again.
+   */
+  abandon(): Promise<void>;
+}
+
+export interface MessageLog {
+  /** Creates the topics that do not exist yet. */
+  ensureTopics(topics: readonly TopicSpec[]): Promise<void>;
+  /** Appends messages; resolves once the log holds them all. */
+  publish(topic: string, messages: readonly OutgoingMessage[]): Promise<void>;
+  /** Joins a consumer group; a group with no committed offset starts at the topic's beginning. */
+  consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer>;
+  readonly description: string;
+  close(): Promise<void>;
+}
+
+/** Where a key lands: the same key always on the same partition (FNV-1a, not Kafka's murmur2). */
+export function partitionFor(key: string, partitions: number): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < key.length; index++) {
+    hash ^= key.charCodeAt(index);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % partitions;
+}
+
+export const nextRetryDelay = (previous: number): number => Math.min(previous * 2, 30_000);

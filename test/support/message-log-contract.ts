@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Consumer, DeliveredMessage, MessageLog } from '../../src/message-log/message-log.js';
+
+async function until(condition: () => boolean, timeoutMs = 30_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const quiet = () => new Promise((resolve) => setTimeout(resolve, 1_000));
+
+/**
+ * What every message log adapter must do. Topics and groups are named afresh for each test, so the
+ * suite also runs against a shared cluster.
+ */
+export function messageLogContract(name: string, open: () => Promise<MessageLog>): void {
+  describe(`message log contract: ${name}`, () => {
+    let log: MessageLog;
+    const consumers: Consumer[] = [];
+    const unique = (label: string) => `contract.${label}.${randomUUID().slice(0, 8)}`;
+    const consume = async (...args: Parameters<MessageLog['consume']>) => {
+      const consumer = await log.consume(...args);
+      consumers.push(consumer);
+      return consumer;
+    };
+
+    beforeAll(async () => {
+      log = await open();
+    });
+    afterEach(async () => {
+      await Promise.all(consumers.splice(0).map((consumer) => consumer.stop().catch(() => undefined)));
+    });
+    afterAll(async () => {
+      await log?.close();
+    });
+
+    it('delivers the messages of one key in the order they were published', async () => {
+      const topic = unique('order');
+      await log.ensureTopics([{ topic, partitions: 4 }]);
+      const keys = ['a', 'b', 'c', 'd', 'e'];
+      for (let round = 0; round < 20; round++) {
+        await log.publish(topic, keys.map((key) => ({ key, value: String(round), headers: { round: String(round) } })));
+      }
+      const seen = new Map<string, number[]>();
+      await consume({ groupId: unique('g'), topics: [topic], concurrency: 4 }, async (message) => {
+        seen.set(message.key, [...(seen.get(message.key) ?? []), Number(message.value)]);
+        expect(message.headers.round).toBe(message.value);
+      });
+      await until(() => [...seen.values()].reduce((sum, values) => sum + values.length, 0) >= 100);
+      for (const key of keys) expect(seen.get(key)).toEqual(Array.from({ length: 20 }, (_, index) => index));
+    });
+
+    it('shares a topic between the members of a group: each message reaches one member once', async () => {
+      const topic = unique('share');
+      await log.ensureTopics([{ topic, partitions: 4 }]);
+      const group = unique('g');
+      const received: Array<Array<string>> = [[], []];
+      for (const index of [0, 1]) await consume({ groupId: group, topics: [topic], concurrency: 4 }, async (message) => void received[index]!.push(message.value));
+      // Keep publishing until both members have work, however long the group takes to settle.
+      let published = 0;
+      while (received[0]!.length === 0 || received[1]!.length === 0) {
+        if (published > 2_000) throw new Error('one member of the group never received a message');
+        await log.publish(topic, Array.from({ length: 20 }, () => ({ key: randomUUID(), value: String(published++) })));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await until(() => received[0]!.length + received[1]!.length >= published);
+      await quiet();
+      const all = [...received[0]!, ...received[1]!];
+      expect(all.length).toBe(published);
+      expect(new Set(all).size).toBe(published);
+    });
+
+    it('delivers again what a member took but never committed, once that member is gone', async () => {
+      const topic = unique('redeliver');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      const group = unique('g');
+      await log.publish(topic, [{ key: 'k', value: 'first' }, { key: 'k', value: 'second' }]);
+      let taken: DeliveredMessage | undefined;
+      const dying = await log.consume({ groupId: group, topics: [topic] }, (message) => {
+        taken = message;
+        return new Promise<void>(() => undefined); // stuck: never commits
+      });
+      await until(() => taken !== undefined);
+      await dying.abandon();
+
+      const after: DeliveredMessage[] = [];
+      await consume({ groupId: group, topics: [topic] }, async (message) => void after.push(message));
+      await until(() => after.length >= 2);
+      expect(taken!.value).toBe('first');
+      expect(after.map((message) => [message.value, message.offset])).toEqual([
+        ['first', taken!.offset],
+        ['second', String(BigInt(taken!.offset) + 1n)],
+      ]);
+    });
+
+    it('resumes a group from its committed offsets; a new group starts at the beginning', async () => {
+      const topic = unique('resume');
+      await log.ensureTopics([{ topic, partitions: 2 }]);
+      const group = unique('g');
+      await log.publish(topic, Array.from({ length: 10 }, (_, index) => ({ key: `k${index % 3}`, value: `old-${index}` })));
+      const first: string[] = [];
+      const early = await log.consume({ groupId: group, topics: [topic], concurrency: 2 }, async (message) => void first.push(message.value));
+      await until(() => first.length >= 10);
+      await early.stop();
+
+      await log.publish(topic, Array.from({ length: 5 }, (_, index) => ({ key: `k${index % 3}`, value: `new-${index}` })));
+      const second: string[] = [];
+      await consume({ groupId: group, topics: [topic], concurrency: 2 }, async (message) => void second.push(message.value));
+      const fresh: string[] = [];
+      await consume({ groupId: unique('h'), topics: [topic], concurrency: 2 }, async (message) => void fresh.push(message.value));
+      await until(() => second.length >= 5 && fresh.length >= 15);
+      await quiet();
+      expect(second.sort()).toEqual(['new-0', 'new-1', 'new-2', 'new-3', 'new-4']);
+      expect(fresh).toHaveLength(15);
+    });
+
+    it('retries a message whose handler failed, before the messages after it', async () => {
+      const topic = unique('retry');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      await log.publish(topic, ['one', 'two', 'three'].map((value) => ({ key: 'k', value })));
+      const calls: string[] = [];
+      const errors: string[] = [];
+      let failures = 2;
+      await consume(
+        { groupId: unique('g'), topics: [topic], retryDelayMs: 50, onError: (_error, message) => errors.push(message.value) },
+        async (message) => {
+          calls.push(message.value);
+          if (message.value === 'two' && failures-- > 0) throw new Error('not yet');
+        },
+      );
+      await until(() => calls.includes('three'));
+      expect(calls).toEqual(['one', 'two', 'two', 'two', 'three']);
+      expect(errors).toEqual(['two', 'two']);
+    });
+  });
+}
