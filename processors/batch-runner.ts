@@ -25,7 +25,6 @@ const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch
  */
 export class BatchRunner {
   private readonly running = new Map<string, Promise<void>>();
-  private readonly queue: ChunkRow[] = [];
 
   constructor(
     private readonly deps: {
@@ -36,46 +35,27 @@ export class BatchRunner {
       engines: EngineDirectory;
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
-      /** Chunks run at once; each sends its lines as fast as its engine's concurrency admits. */
-      parallelChunks: number;
     },
   ) {}
 
-  /** Queues chunks that are not running or queued already. */
-  dispatch(chunks: readonly ChunkRow[]): void {
-    const queued = new Set(this.queue.map(chunkKey));
-    for (const chunk of chunks) {
-      const key = chunkKey(chunk);
-      if (!this.running.has(key) && !queued.has(key)) {
-        this.queue.push(chunk);
-        queued.add(key);
-      }
-    }
-    this.pump();
+  /**
+   * Runs the lines of one chunk that have no outcome yet; resolves once each has one. A chunk
+   * already running here is not started twice: the call waits for that run instead.
+   */
+  async run(batchId: string, chunkIndex: number): Promise<void> {
+    const chunk = this.deps.queries.chunks(batchId).find((row) => row.chunk === chunkIndex);
+    if (!chunk) return;
+    const key = chunkKey(chunk);
+    const running = this.running.get(key);
+    if (running) return running;
+    const run = this.runChunk(chunk).finally(() => this.running.delete(key));
+    this.running.set(key, run);
+    return run;
   }
 
-  private pump(): void {
-    while (this.running.size < this.deps.parallelChunks && this.queue.length > 0) {
-      const chunk = this.queue.shift()!;
-      const key = chunkKey(chunk);
-      const run = this.runChunk(chunk)
-        .catch((error: unknown) => this.deps.log.error({ err: error, batch_id: chunk.batch_id, chunk: chunk.chunk }, 'chunk failed; it will be retried'))
-        .finally(() => {
-          this.running.delete(key);
-          this.pump();
-        });
-      this.running.set(key, run);
-    }
-  }
-
-  /** Resolves when no chunk is running or queued (tests, shutdown). */
+  /** Resolves when no chunk is running (shutdown). */
   async idle(): Promise<void> {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
-  }
-
-  async stop(): Promise<void> {
-    this.queue.length = 0;
-    await this.idle();
   }
 
   private async runChunk(chunk: ChunkRow): Promise<void> {

@@ -42,7 +42,8 @@ const CORRELATION = { correlationId: 'weight-syncer' };
 export class WeightSyncer {
   private readonly busy = new Set<string>();
   private readonly notBefore = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
+  /** The staged checkpoint folder this process's built-in replicas serve, per model. */
+  private readonly servedPaths = new Map<string, string>();
   private stopped = false;
   private source: Promise<S3CheckpointSource> | undefined;
 
@@ -78,51 +79,50 @@ export class WeightSyncer {
     eventIds?: (event: WeightSyncEvent, index: number) => string,
   ): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
     const outcome = await handleCommand(this.deps.eventStore, weightsStreamName(model), weightSyncDecider, command, { metadata, ...(eventIds ? { eventIds } : {}) });
-    if (E.isRight(outcome)) {
-      await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
-      this.kick();
-    }
+    if (E.isRight(outcome)) await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
     return outcome;
   }
 
   // ---- the processor ------------------------------------------------------------------------
 
-  start(): void {
-    const tick = () => {
-      this.kick();
-      if (!this.stopped) this.timer = setTimeout(tick, 500).unref();
-    };
-    tick();
-  }
-
-  kick(): void {
-    if (this.stopped) return;
-    const now = Date.now();
-    for (const row of this.deps.queries.all()) {
-      if ((row.state !== 'uploading' && row.state !== 'reloading') || this.busy.has(row.model) || (this.notBefore.get(row.model) ?? 0) > now) continue;
-      this.busy.add(row.model);
-      const step = row.state === 'uploading' ? this.upload(row) : this.reload(row);
-      void step
-        .catch((error: unknown) => this.deps.log.error({ err: error, model: row.model }, 'weight sync step crashed; it will be retried'))
-        .finally(() => this.busy.delete(row.model));
+  /**
+   * Takes the model's sync one step further if it is uploading or reloading: the checkpoint
+   * processor calls this for every work message about the model. A step that failed is not
+   * tried again before its backoff has passed.
+   */
+  async step(model: string): Promise<void> {
+    if (this.stopped || this.busy.has(model)) return;
+    const wait = (this.notBefore.get(model) ?? 0) - Date.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const row = this.deps.queries.get(model);
+    if (this.stopped || !row || (row.state !== 'uploading' && row.state !== 'reloading') || this.busy.has(model)) return;
+    this.busy.add(model);
+    try {
+      await (row.state === 'uploading' ? this.upload(row) : this.reload(row));
+    } finally {
+      this.busy.delete(model);
     }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
     while (this.busy.size > 0) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
-  /** After a restart: builtin replicas serve what the last completed reload put on them. */
+  /**
+   * Built-in replicas serve what the last completed reload put on them: after a restart, and in
+   * every process that serves a model when the checkpoint processor (maybe another process)
+   * completes a reload. The staged folder must then be visible to them at the same path.
+   */
   restoreServedWeights(): void {
     for (const row of this.deps.queries.all()) {
-      if (!row.serving_path) continue;
+      if (!row.serving_path || this.servedPaths.get(row.model) === row.serving_path) continue;
       const pool = this.deps.fleet.engineFor(row.model);
       const builtins = pool?.replicas.filter((replica): replica is BuiltinReplica => replica instanceof BuiltinReplica) ?? [];
       if (builtins.length === 0) continue;
       const model = new Transformer(loadCheckpoint(row.serving_path));
       for (const replica of builtins) replica.swap(model, row.serving_location ?? row.serving_path);
+      this.servedPaths.set(row.model, row.serving_path);
     }
   }
 
@@ -180,6 +180,7 @@ export class WeightSyncer {
         if (replica instanceof BuiltinReplica) {
           model ??= new Transformer(loadCheckpoint(staged.path));
           replica.swap(model, staged.location);
+          this.servedPaths.set(row.model, staged.path);
         } else if (replica instanceof HttpReplica) {
           await replica.reloadWeights(staged.path);
         }

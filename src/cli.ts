@@ -2,21 +2,31 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint } from './engine/builtin/checkpoint.js';
-import { startService } from './service.js';
+import { PROCESSOR_KINDS, type ProcessorKind } from './message-log/topics.js';
+import { replay } from './replay-command.js';
+import { ALL_ROLES, type Role, startService } from './service.js';
 
 const USAGE = `usage: spool <command>
 
 commands:
-  serve    run the whole service (HTTP API, projections, processors) on the configured adapters
+  serve [--all]
+           run the HTTP API. On the embedded message log (KAFKA_BROKERS unset) the relay and every
+           processor run in the same process; on Kafka only the API does, unless --all is given
+  processor validator|inference|finalizer|checkpoint
+           run one processor kind (KAFKA_BROKERS must be set); run more copies to scale it
+  relay    publish the event log to Kafka: work topics and the public batch-events topic
+  replay [--keep DIR]
+           rebuild every read model from the log into a fresh store and compare it with
+           DATA_DIR/read-models.sqlite; prints a JSON report, exits 1 if they differ
   checkpoint create --out DIR [--seed N] [--layers N] [--hidden N] [--dtype f32|bf16] [--quantize int8] [--shards N]
            write a built-in model checkpoint (config.json + safetensors) generated from a seed
 
 Configuration comes from the environment; see README.md.`;
 
-async function serve(): Promise<void> {
+async function run(roles: readonly Role[] | undefined): Promise<void> {
   const config = loadConfig();
-  const service = await startService({ config });
-  service.app.log.info({ url: service.url }, 'spool is serving');
+  const service = await startService({ config, ...(roles ? { roles } : {}) });
+  service.app.log.info({ url: service.url, roles: service.roles }, 'spool is serving');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -32,6 +42,30 @@ async function serve(): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+function serveRoles(argv: string[]): readonly Role[] | undefined {
+  const { values } = parseArgs({ args: argv, options: { all: { type: 'boolean' } }, strict: true });
+  return values.all ? ALL_ROLES : undefined;
+}
+
+function processorRoles(argv: string[]): readonly Role[] {
+  const [kind, ...rest] = argv;
+  if (!PROCESSOR_KINDS.includes(kind as ProcessorKind)) throw new UsageError(`processor needs a kind: ${PROCESSOR_KINDS.join(', ')}`);
+  if (rest.length > 0) throw new UsageError(`unexpected arguments after the processor kind: ${rest.join(' ')}`);
+  return [kind as ProcessorKind];
+}
+
+async function replayCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { keep: { type: 'string' } }, strict: true });
+  const report = await replay(loadConfig(), values.keep ? { keepIn: values.keep } : {});
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  process.stderr.write(
+    report.identical
+      ? `spool replay: ${report.events} events replayed in ${report.seconds.toFixed(2)} s (${report.events_per_second}/s); the read models are identical\n`
+      : `spool replay: the read models differ in ${report.differences.map((difference) => difference.table).join(', ')}\n`,
+  );
+  if (!report.identical) process.exitCode = 1;
 }
 
 function checkpoint(argv: string[]): void {
@@ -78,7 +112,14 @@ async function main(argv: string[]): Promise<void> {
   const [command = 'serve'] = argv;
   switch (command) {
     case 'serve':
-      return serve();
+      return run(serveRoles(argv.slice(1)));
+    case 'processor':
+      return run(processorRoles(argv.slice(1)));
+    case 'relay':
+      if (argv.length > 1) throw new UsageError('relay takes no arguments');
+      return run(['relay']);
+    case 'replay':
+      return replayCommand(argv.slice(1));
     case 'checkpoint':
       return checkpoint(argv.slice(1));
     case 'help':

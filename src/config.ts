@@ -7,8 +7,12 @@ export interface Config {
   readonly dataDir: string;
   /** undefined: generate one on first start and keep it under dataDir. */
   readonly apiKey: string | undefined;
-  /** undefined: the embedded SQLite event store under dataDir. */
+  /** An EventStoreDB/KurrentDB connection string; undefined: the embedded SQLite event store. */
   readonly eventStoreUrl: string | undefined;
+  /** The embedded event store's file (DATA_DIR/events.sqlite unless EVENTSTORE_URL is file:PATH). */
+  readonly eventsFile: string;
+  /** Kafka for the message log; undefined: the embedded in-process message log. */
+  readonly kafka: KafkaConfig | undefined;
   /** undefined: a local directory under dataDir. */
   readonly blobStore: S3Location | undefined;
   readonly s3: { readonly region: string | undefined; readonly endpoint: string | undefined; readonly forcePathStyle: boolean };
@@ -33,10 +37,18 @@ export interface Config {
   readonly fleetFile: string | undefined;
   /** Requests per unit of batch work. */
   readonly batchChunkLines: number;
-  /** Chunks of batch work run at once in this process. */
+  /** Chunks of batch work run at once by an inference processor (partitions it handles at once). */
   readonly batchParallelChunks: number;
   /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
   readonly weightSyncRetryMs: number;
+}
+
+export interface KafkaConfig {
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  readonly sessionTimeoutMs: number;
+  /** Partitions of each topic created by Spool (the inference topic gets twice as many). */
+  readonly partitions: number;
 }
 
 export class ConfigError extends Error {
@@ -75,9 +87,34 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     problems.push('API_KEY must be at least 16 characters with no white space');
   }
 
-  const eventStoreUrl = value('EVENTSTORE_URL');
-  if (eventStoreUrl !== undefined && !/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\/\S+$/.test(eventStoreUrl)) {
-    problems.push(`EVENTSTORE_URL must be an esdb:// or kurrentdb:// connection string, got ${JSON.stringify(eventStoreUrl)}`);
+  const eventStoreRaw = value('EVENTSTORE_URL');
+  let eventStoreUrl: string | undefined;
+  let eventsFile = resolve(dataDir, 'events.sqlite');
+  if (eventStoreRaw?.startsWith('file:')) {
+    // The embedded store in a file of one's choice: processes on one machine may share it.
+    const path = eventStoreRaw.startsWith('file://') ? new URL(eventStoreRaw).pathname : eventStoreRaw.slice('file:'.length);
+    if (path === '') problems.push('EVENTSTORE_URL=file:PATH needs a path');
+    else eventsFile = isAbsolute(path) ? path : resolve(cwd, path);
+  } else if (eventStoreRaw !== undefined) {
+    if (!/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\/\S+$/.test(eventStoreRaw)) {
+      problems.push(`EVENTSTORE_URL must be an esdb:// or kurrentdb:// connection string or file:PATH, got ${JSON.stringify(eventStoreRaw)}`);
+    } else {
+      eventStoreUrl = eventStoreRaw.replace(/^(kurrentdb|kdb)/, 'esdb');
+    }
+  }
+
+  let kafka: KafkaConfig | undefined;
+  const brokersRaw = value('KAFKA_BROKERS');
+  if (brokersRaw !== undefined) {
+    const brokers = brokersRaw.split(',').map((broker) => broker.trim()).filter(Boolean);
+    const bad = brokers.filter((broker) => !/^[A-Za-z0-9.\-_\[\]:]+:\d{1,5}$/.test(broker));
+    if (brokers.length === 0 || bad.length > 0) problems.push(`KAFKA_BROKERS must be a comma-separated list of host:port, got ${JSON.stringify(brokersRaw)}`);
+    kafka = {
+      brokers,
+      clientId: value('KAFKA_CLIENT_ID') ?? 'spool',
+      sessionTimeoutMs: integer('KAFKA_SESSION_TIMEOUT_MS', 30_000, 6_000, 300_000),
+      partitions: integer('KAFKA_PARTITIONS', 8, 1, 1024),
+    };
   }
 
   let blobStore: S3Location | undefined;
@@ -128,7 +165,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     host,
     dataDir,
     apiKey,
-    eventStoreUrl: eventStoreUrl?.replace(/^(kurrentdb|kdb)/, 'esdb'),
+    eventStoreUrl,
+    eventsFile,
+    kafka,
     blobStore,
     s3: { region: value('AWS_REGION') ?? value('AWS_DEFAULT_REGION'), endpoint, forcePathStyle: forcePathStyleRaw === 'true' },
     logLevel,

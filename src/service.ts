@@ -1,21 +1,25 @@
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
 import { type Logger, pino } from 'pino';
+import { BatchExpiryWatch } from '../processors/batch-expiry-watch.js';
 import { BatchFinalizer } from '../processors/batch-finalizer.js';
-import { BatchPipeline } from '../processors/batch-pipeline.js';
 import { BatchRunner } from '../processors/batch-runner.js';
 import { BatchValidator } from '../processors/batch-validator.js';
+import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../processors/event-relay.js';
 import { FileExpirySweeper } from '../processors/file-expiry-sweeper.js';
-import { BatchesQueries, batchesProjection, jobsProjection } from '../projections/batches-projection.js';
-import { FilesQueries, filesProjection } from '../projections/files-projection.js';
-import { WeightsQueries, weightsProjection } from '../projections/weights-projection.js';
 import { WeightSyncer } from '../processors/weight-syncer.js';
+import { WorkConsumer } from '../processors/work-consumer.js';
+import { ALL_PROJECTIONS } from '../projections/all-projections.js';
+import { BatchesQueries } from '../projections/batches-projection.js';
+import { FilesQueries } from '../projections/files-projection.js';
+import { HistoryQueries } from '../projections/history-projection.js';
 import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
+import { WeightsQueries } from '../projections/weights-projection.js';
 import { resolveApiKey } from './api-key.js';
-import * as E from 'fp-ts/lib/Either.js';
 import { BatchLifecycle } from './application/batch-lifecycle.js';
 import { FileRegistry } from './application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file.js';
@@ -24,17 +28,31 @@ import { LineOutcomeLog } from './application/line-outcomes.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { LocalBlobStore } from './blob-store/local-blob-store.js';
 import { type Clock, systemClock } from './clock.js';
-import type { Config } from './config.js';
+import { type Config, ConfigError } from './config.js';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
+import type { EngineDirectory } from './engine/engine.js';
 import type { Fleet } from './engine/fleet.js';
 import { openFleet } from './engine/fleet-config.js';
 import { EventSchemas, SchemaCheckedEventStore } from './event-store/event-schemas.js';
 import type { EventStore } from './event-store/event-store.js';
 import { SqliteEventStore } from './event-store/sqlite-event-store.js';
-import { SERVICE_VERSION, buildHttpApp } from './http/app.js';
+import { SERVICE_VERSION, buildHealthApp, buildHttpApp } from './http/app.js';
+import type { ReadinessReport } from './http/routes/system.js';
+import { EmbeddedMessageLog } from './message-log/embedded-message-log.js';
+import type { MessageLog } from './message-log/message-log.js';
+import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, type WorkMessage, spoolTopics } from './message-log/topics.js';
+
+/** What one process does: the HTTP API, the relay, or one processor kind (or several of them). */
+export type Role = 'api' | 'relay' | ProcessorKind;
+export const ALL_ROLES: readonly Role[] = ['api', 'relay', ...PROCESSOR_KINDS];
 
 export interface ServiceOptions {
   readonly config: Config;
+  /**
+   * What this process runs. Default: everything on the embedded message log; only the API when
+   * the message log is Kafka (relay and processors then run as their own processes).
+   */
+  readonly roles?: readonly Role[];
   readonly clock?: Clock;
   readonly logger?: Logger;
   readonly limits?: UploadLimits;
@@ -44,34 +62,38 @@ export interface ServiceOptions {
   readonly announce?: (line: string) => void;
   /** A fleet to use instead of the configured one (embedding, tests). */
   readonly fleet?: Fleet;
-  /** How often the batch pipeline looks for work besides reacting to events. */
-  readonly pipelineTickMs?: number;
+  /** How often processors look at the clock for batches past expires_at. */
+  readonly expiryCheckMs?: number;
 }
 
 export interface RunningService {
   readonly url: string;
+  /** The API's bearer token ('' in a process without the API). */
   readonly apiKey: string;
+  readonly roles: readonly Role[];
   readonly app: FastifyInstance;
   readonly eventStore: EventStore;
   readonly blobStore: BlobStore;
-  readonly readModels: Database.Database;
-  readonly projector: Projector;
-  readonly sweeper: FileExpirySweeper;
-  readonly pipeline: BatchPipeline;
-  readonly fleet: Fleet;
-  readonly weightSyncer: WeightSyncer;
+  readonly messageLog: MessageLog;
+  readonly readModels: Database.Database | undefined;
+  readonly projector: Projector | undefined;
+  readonly fleet: Fleet | undefined;
+  readonly relay: EventRelay | undefined;
+  /** The file expiry sweeper, in a process with the API. */
+  readonly sweeper: FileExpirySweeper | undefined;
   close(): Promise<void>;
 }
 
-// The production adapters load only when configured: their clients (gRPC, the AWS SDK) would
-// otherwise weigh on every embedded process.
+// The production adapters load only when configured: their clients (gRPC, the AWS SDK, kafkajs)
+// would otherwise weigh on every embedded process.
 export async function openEventStore(config: Config): Promise<EventStore> {
   let inner: EventStore;
   if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('./event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
   } else {
-    inner = new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
+    mkdirSync(dirname(config.eventsFile), { recursive: true });
+    inner = new SqliteEventStore(config.eventsFile);
   }
   return new SchemaCheckedEventStore(inner, new EventSchemas());
 }
@@ -82,97 +104,109 @@ export async function openBlobStore(config: Config): Promise<BlobStore> {
   return new S3BlobStore(createS3Client(config.s3), config.blobStore);
 }
 
-/** Wires the whole service on the configured adapters and starts serving. */
+export async function openMessageLog(config: Config, logger: Logger): Promise<MessageLog> {
+  if (!config.kafka) return new EmbeddedMessageLog();
+  const { KafkaMessageLog } = await import('./message-log/kafka-message-log.js');
+  return new KafkaMessageLog({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, sessionTimeoutMs: config.kafka.sessionTimeoutMs }, logger.child({ component: 'kafka' }));
+}
+
+const FLEET_ROLES: readonly Role[] = ['api', 'validator', 'inference', 'checkpoint'];
+
+/** Wires the configured adapters for the given roles and starts them. */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { config } = options;
+  const roles = new Set<Role>(options.roles ?? (config.kafka ? ['api'] : ALL_ROLES));
+  if (!config.kafka && ALL_ROLES.some((role) => !roles.has(role))) {
+    throw new ConfigError(['KAFKA_BROKERS must be set to run the API, the relay or a processor in a process of its own: the embedded message log lives inside one process']);
+  }
+  const has = (role: Role) => roles.has(role);
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? pino({ level: config.logLevel });
   mkdirSync(config.dataDir, { recursive: true });
-  const apiKey = resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`)));
+  const apiKey = has('api') ? resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`))) : '';
 
   const eventStore = options.eventStore ?? (await openEventStore(config));
   const blobStore = await openBlobStore(config);
-  const readModels = openReadModelStore(join(config.dataDir, 'read-models.sqlite'));
-  const projector = new Projector(
-    eventStore,
-    readModels,
-    [filesProjection, jobsProjection, batchesProjection, weightsProjection],
-    logger.child({ component: 'projector' }),
-  );
-  const filesQueries = new FilesQueries(readModels);
-  const batchesQueries = new BatchesQueries(readModels);
-  const files = new FileRegistry({ eventStore, blobStore, projector, clock, log: logger });
-  const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
-  const batches = new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger });
-  const outcomes = new LineOutcomeLog(eventStore);
-  const fleet = options.fleet ?? (await openFleet(config));
-  const sweeper = new FileExpirySweeper(
-    { files, queries: filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) },
-    config.fileSweepIntervalSeconds * 1000,
-  );
-  const pipeline = new BatchPipeline({
-    queries: batchesQueries,
-    batches,
-    validator: new BatchValidator({ eventStore, blobStore, batches, engines: fleet, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines }),
-    runner: new BatchRunner({
-      blobStore,
-      batches,
-      queries: batchesQueries,
-      outcomes,
-      engines: fleet,
-      clock,
-      log: logger.child({ component: 'batch-runner' }),
-      parallelChunks: config.batchParallelChunks,
-    }),
-    finalizer: new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) }),
-    clock,
-    log: logger.child({ component: 'batch-pipeline' }),
-    tickMs: options.pipelineTickMs ?? 1000,
-  });
-  projector.onApplied(() => pipeline.kick());
-  const weightsQueries = new WeightsQueries(readModels);
-  const weightSyncer = new WeightSyncer({
-    eventStore,
-    projector,
-    queries: weightsQueries,
-    fleet,
-    clock,
-    log: logger.child({ component: 'weight-syncer' }),
-    stagingDir: join(config.dataDir, 'staging'),
-    openSource: async () => {
-      const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('./engine/checkpoint-source.js'), import('./blob-store/s3-blob-store.js')]);
-      return new S3CheckpointSource(createS3Client(config.s3));
-    },
-    retryDelayMs: config.weightSyncRetryMs,
-  });
+  const messageLog = await openMessageLog(config, logger);
+  const schemas = new MessageSchemas();
+  const needsReadModels = [...roles].some((role) => role !== 'relay');
+  const readModels = needsReadModels ? openReadModelStore(join(config.dataDir, 'read-models.sqlite')) : undefined;
+  const projector = readModels
+    ? new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }))
+    : undefined;
+  const fleet = FLEET_ROLES.some(has) ? (options.fleet ?? (await openFleet(config))) : undefined;
 
-  const app = await buildHttpApp({
-    logger,
-    apiKey,
-    files,
-    filesQueries,
-    jobs,
-    batches,
-    batchesQueries,
-    fleet,
-    weightSyncer,
-    weightsQueries,
-    clock,
-    limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
-    readiness: () => {
-      const projections = projector.status();
-      return {
-        ready: projections.caughtUp,
-        ...(projections.failed ? { reason: `projections failed: ${projections.failed}` } : projections.caughtUp ? {} : { reason: 'projections are catching up' }),
-        details: {
-          version: SERVICE_VERSION,
-          event_store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',
-          blob_store: blobStore.description,
-          projections: { position: projections.position ?? null },
-        },
-      };
-    },
-  });
+  // Everything below reads or waits for the read models: absent only in a relay-only process.
+  const parts = readModels && projector ? wireParts({ config, clock, logger, eventStore, blobStore, readModels, projector, fleet }) : undefined;
+
+  const consumers: WorkConsumer[] = [];
+  const work: Record<ProcessorKind, ((message: WorkMessage) => Promise<void>) | undefined> = {
+    validator: parts && ((message) => (message.kind === 'validate-batch' ? parts.validator.validate(message.batch_id) : Promise.resolve())),
+    inference: parts && ((message) => (message.kind === 'run-chunk' ? parts.runner.run(message.batch_id, message.chunk) : Promise.resolve())),
+    finalizer: parts && ((message) => (message.kind === 'finalize-batch' ? parts.finalizer.finalize(message.batch_id) : Promise.resolve())),
+    checkpoint: parts?.weightSyncer && ((message) => (message.kind === 'sync-weights' ? parts.weightSyncer!.step(message.model) : Promise.resolve())),
+  };
+  const concurrency: Record<ProcessorKind, number> = { validator: 2, inference: config.batchParallelChunks, finalizer: 2, checkpoint: 2 };
+  for (const kind of PROCESSOR_KINDS) {
+    const handle = work[kind];
+    if (!has(kind) || !handle || !projector) continue;
+    consumers.push(new WorkConsumer({ kind, messageLog, schemas, projector, concurrency: concurrency[kind], log: logger.child({ component: `${kind}-processor` }), handle }));
+  }
+  const relay = has('relay')
+    ? new EventRelay({
+        eventStore,
+        messageLog,
+        schemas,
+        // The embedded log starts empty at every start, so the relay starts from the beginning too.
+        checkpoint: config.kafka ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
+        log: logger.child({ component: 'relay' }),
+      })
+    : undefined;
+  const expiryWatch =
+    has('finalizer') && parts
+      ? new BatchExpiryWatch({ queries: parts.batchesQueries, batches: parts.batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: options.expiryCheckMs ?? 1000 })
+      : undefined;
+  const sweeper =
+    has('api') && parts
+      ? new FileExpirySweeper({ files: parts.files, queries: parts.filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) }, config.fileSweepIntervalSeconds * 1000)
+      : undefined;
+
+  let messagingStarted = false;
+  const readiness = (): ReadinessReport => {
+    const projections = projector?.status();
+    const details = {
+      version: SERVICE_VERSION,
+      roles: [...roles],
+      event_store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',
+      blob_store: blobStore.description,
+      message_log: messageLog.description,
+      projections: { position: projections?.position ?? null },
+    };
+    if (projections?.failed) return { ready: false, reason: `projections failed: ${projections.failed}`, details };
+    if (projections && !projections.caughtUp) return { ready: false, reason: 'projections are catching up', details };
+    if (!messagingStarted && (relay || consumers.length > 0)) return { ready: false, reason: 'joining the message log', details };
+    return { ready: true, details };
+  };
+
+  const app =
+    has('api') && parts && fleet
+      ? await buildHttpApp({
+          logger,
+          apiKey,
+          files: parts.files,
+          filesQueries: parts.filesQueries,
+          jobs: parts.jobs,
+          batches: parts.batches,
+          batchesQueries: parts.batchesQueries,
+          history: parts.history,
+          fleet,
+          weightSyncer: parts.weightSyncer!,
+          weightsQueries: parts.weightsQueries,
+          clock,
+          limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
+          readiness,
+        })
+      : await buildHealthApp({ logger, readiness });
 
   let closed = false;
   const close = async () => {
@@ -182,32 +216,54 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     // including those whose last response was still being written when closing began.
     const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
     await app.close().finally(() => clearInterval(idleSweep));
-    await pipeline.stop();
-    await weightSyncer.stop();
-    fleet.stop();
-    await sweeper.stop();
-    await projector.stop();
+    await relay?.stop();
+    await Promise.all(consumers.map((consumer) => consumer.stop().catch((error: unknown) => logger.warn({ err: error }, 'consumer did not stop cleanly'))));
+    await expiryWatch?.stop();
+    await parts?.weightSyncer?.stop();
+    await parts?.runner.idle();
+    fleet?.stop();
+    await sweeper?.stop();
+    await projector?.stop();
+    await messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly'));
     await eventStore.close();
-    readModels.close();
+    readModels?.close();
+  };
+
+  const startMessaging = async () => {
+    await retryUntil(() => messageLog.ensureTopics(config.kafka ? spoolTopics(config.kafka.partitions) : spoolTopics(4, config.batchParallelChunks)), () => closed, logger, 'creating the topics');
+    for (const consumer of consumers) await retryUntil(() => consumer.start(), () => closed, logger, 'joining a consumer group');
+    if (closed) return;
+    relay?.start();
+    expiryWatch?.start();
+    messagingStarted = true;
   };
 
   try {
     await app.listen({ port: config.port, host: config.host });
-    await projector.start();
-    await reserveConfiguredJobs(config, jobs, logger);
-    sweeper.start();
-    fleet.startHealthChecks(config.engine.cooldownMs || 5000);
+    await projector?.start();
+    if (has('api') && parts) await reserveConfiguredJobs(config, parts.jobs, logger);
+    sweeper?.start();
+    fleet?.startHealthChecks(config.engine.cooldownMs || 5000);
+    const caughtUp = projector ? projector.whenCaughtUp() : Promise.resolve();
     // The processors act on the read models: they start once those hold the whole log, and the
     // built-in replicas go back to the weights of the last reload (/ready says 503 until then).
-    void projector.whenCaughtUp().then(() => {
+    void caughtUp.then(async () => {
       if (closed) return;
-      try {
-        weightSyncer.restoreServedWeights();
-      } catch (error) {
-        logger.error({ err: error }, 'could not restore the last reloaded weights; serving the configured checkpoints');
+      if (parts?.weightSyncer) {
+        const restore = () => {
+          try {
+            parts.weightSyncer!.restoreServedWeights();
+          } catch (error) {
+            logger.error({ err: error }, 'could not load the last reloaded weights; serving the checkpoints as they were');
+          }
+        };
+        restore();
+        // A reload completed by the checkpoint processor, here or in another process.
+        projector?.onApplied((events) => {
+          if (events.some((event) => event.type === 'WeightsReloaded')) restore();
+        });
       }
-      pipeline.start();
-      weightSyncer.start();
+      await startMessaging();
     });
   } catch (error) {
     await close().catch(() => undefined);
@@ -216,7 +272,68 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  return { url, apiKey, app, eventStore, blobStore, readModels, projector, sweeper, pipeline, fleet, weightSyncer, close };
+  return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet, relay, sweeper, close };
+}
+
+/** The application services and processors that work on the read models. */
+function wireParts(deps: {
+  config: Config;
+  clock: Clock;
+  logger: Logger;
+  eventStore: EventStore;
+  blobStore: BlobStore;
+  readModels: Database.Database;
+  projector: Projector;
+  fleet: Fleet | undefined;
+}) {
+  const { config, clock, logger, eventStore, blobStore, readModels, projector, fleet } = deps;
+  const filesQueries = new FilesQueries(readModels);
+  const batchesQueries = new BatchesQueries(readModels);
+  const weightsQueries = new WeightsQueries(readModels);
+  const files = new FileRegistry({ eventStore, blobStore, projector, clock, log: logger });
+  const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
+  const batches = new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger });
+  const outcomes = new LineOutcomeLog(eventStore);
+  const history = new HistoryQueries(readModels, eventStore);
+  const engines = fleet ?? noEngines;
+  const validator = new BatchValidator({ eventStore, blobStore, batches, engines, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines });
+  const runner = new BatchRunner({ blobStore, batches, queries: batchesQueries, outcomes, engines, clock, log: logger.child({ component: 'batch-runner' }) });
+  const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
+  const weightSyncer = fleet
+    ? new WeightSyncer({
+        eventStore,
+        projector,
+        queries: weightsQueries,
+        fleet,
+        clock,
+        log: logger.child({ component: 'weight-syncer' }),
+        stagingDir: join(config.dataDir, 'staging'),
+        openSource: async () => {
+          const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('./engine/checkpoint-source.js'), import('./blob-store/s3-blob-store.js')]);
+          return new S3CheckpointSource(createS3Client(config.s3));
+        },
+        retryDelayMs: config.weightSyncRetryMs,
+      })
+    : undefined;
+  return { filesQueries, batchesQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSyncer };
+}
+
+const noEngines: EngineDirectory = { engineFor: () => undefined };
+
+/** Tries a start-up step until it succeeds (a broker may still be starting) or the process stops. */
+async function retryUntil(step: () => Promise<void>, stopped: () => boolean, logger: Logger, what: string): Promise<void> {
+  let delay = 500;
+  for (;;) {
+    if (stopped()) return;
+    try {
+      await step();
+      return;
+    } catch (error) {
+      logger.warn({ err: error, retry_in_ms: delay }, `${what} failed; trying again`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 10_000);
+    }
+  }
 }
 
 /** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */

@@ -3,16 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { dumpReadModels } from '../projections/read-model-store.js';
-import type { RunningService } from '../src/service.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
-import { startTestService } from './support/service.js';
+import { type WholeService, startTestService } from './support/service.js';
 
 const JOB = { job_id: 'Acme-Summaries', model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 2.5 };
 
 describe('batches through the official openai client', () => {
   const engine = new FakeEngine();
-  let service: RunningService & { dataDir: string };
+  let service: WholeService;
   let client: OpenAI;
 
   beforeAll(async () => {

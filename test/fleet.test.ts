@@ -4,10 +4,9 @@ import { Readable } from 'node:stream';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
-import type { RunningService } from '../src/service.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { TEST_API_KEY, startTestService, tempDir } from './support/service.js';
+import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';
 
 type CreateParams = Parameters<OpenAI['batches']['create']>[0];
 
@@ -18,7 +17,7 @@ type CreateParams = Parameters<OpenAI['batches']['create']>[0];
 describe('a fleet of HTTP replicas', () => {
   const vllm = new FakeEngine();
   const sglang = new FakeEngine();
-  let service: RunningService;
+  let service: WholeService;
   let client: OpenAI;
 
   beforeAll(async () => {
@@ -110,7 +109,7 @@ describe('a fleet of HTTP replicas', () => {
 });
 
 describe('s3:// images in chat requests', () => {
-  let service: RunningService;
+  let service: WholeService;
   let images: S3BlobStore;
   const bucket = () => inject('s3Bucket');
   const png = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('a tiny picture')]);

@@ -8,13 +8,14 @@ import { OpenApiDocument } from './openapi.js';
 import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
 import { type CompatRouteDeps, registerCompatRoutes } from './routes/compat.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
+import { type HistoryRouteDeps, registerHistoryRoutes } from './routes/history.js';
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
 }
@@ -64,5 +65,16 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerJobRoutes(app, deps);
   registerCompatRoutes(app, deps);
   registerWeightRoutes(app, deps);
+  registerHistoryRoutes(app, deps);
+  return app;
+}
+
+/** A processor's HTTP server: only /live, /ready and /openapi.json, for health probes. */
+export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger }): Promise<FastifyInstance> {
+  const app: FastifyInstance = Fastify({ loggerInstance: deps.logger as FastifyBaseLogger, disableRequestLogging: true, return503OnClosing: true });
+  const openapi = new OpenApiDocument({ title: 'Spool processor', version: SERVICE_VERSION, description: 'Health of one Spool processor.' });
+  app.addHook('onRoute', (route) => openapi.register(route));
+  installErrorHandling(app);
+  registerSystemRoutes(app, deps, openapi);
   return app;
 }

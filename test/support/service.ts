@@ -44,8 +44,17 @@ export interface TestServiceOptions {
   env?: Record<string, string>;
 }
 
+/** A service running every role in one process: it has every part. */
+export type WholeService = RunningService & {
+  readonly dataDir: string;
+  readonly readModels: NonNullable<RunningService['readModels']>;
+  readonly projector: NonNullable<RunningService['projector']>;
+  readonly fleet: NonNullable<RunningService['fleet']>;
+  readonly sweeper: NonNullable<RunningService['sweeper']>;
+};
+
 /** The real service, in this process, on a free loopback port. */
-export async function startTestService(options: TestServiceOptions = {}): Promise<RunningService & { dataDir: string }> {
+export async function startTestService(options: TestServiceOptions = {}): Promise<WholeService> {
   const dataDir = options.dataDir ?? tempDir();
   // The AWS SDK reads credentials from the environment.
   for (const [name, value] of Object.entries(options.env ?? {})) if (name.startsWith('AWS_')) process.env[name] = value;
@@ -57,7 +66,9 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     ...(options.limits ? { limits: options.limits } : {}),
   });
   await waitUntilReady(service.url);
-  return Object.assign(service, { dataDir });
+  const { readModels, projector, fleet, sweeper } = service;
+  if (!readModels || !projector || !fleet || !sweeper) throw new Error('the test service runs every role: it should have every part');
+  return { ...service, dataDir, readModels, projector, fleet, sweeper };
 }
 
 export async function waitUntilReady(url: string, timeoutMs = 30_000): Promise<void> {

@@ -1,0 +1,62 @@
+import type { Logger } from 'pino';
+import type { Projector } from '../projections/projector.js';
+import { positionFromString } from '../src/event-store/event-store.js';
+import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
+import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
+
+/** How long a message waits for this process's read models to reach the event behind it. */
+const CATCH_UP_MS = 60_000;
+
+/**
+ * One processor kind's membership in its consumer group. A work message only says where to look;
+ * the handler acts on the read models once they hold the event that caused the message, so a
+ * message delivered twice, or late, does only what is still to do. The offset is committed after
+ * the handler's result events are appended (the handler resolves after its appends).
+ */
+export class WorkConsumer {
+  private consumer: Consumer | undefined;
+
+  constructor(
+    private readonly deps: {
+      kind: ProcessorKind;
+      messageLog: MessageLog;
+      schemas: MessageSchemas;
+      projector: Projector;
+      /** Messages (partitions) handled at once. */
+      concurrency: number;
+      log: Pick<Logger, 'info' | 'warn' | 'error'>;
+      handle: (message: WorkMessage) => Promise<void>;
+    },
+  ) {}
+
+  async start(): Promise<void> {
+    const { kind, log } = this.deps;
+    this.consumer = await this.deps.messageLog.consume(
+      {
+        groupId: `spool-${kind}`,
+        topics: [WORK_TOPICS[kind]],
+        concurrency: this.deps.concurrency,
+        onError: (error, message) => log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again'),
+      },
+      async (delivered) => {
+        let message: WorkMessage;
+        try {
+          message = this.deps.schemas.decodeWork(delivered.value);
+        } catch (error) {
+          if (!(error instanceof MessageSchemaError)) throw error;
+          // Retrying cannot make it valid: it is logged and passed over.
+          log.error({ err: error, topic: delivered.topic, partition: delivered.partition, offset: delivered.offset }, 'malformed work message skipped');
+          return;
+        }
+        await this.deps.projector.waitFor(positionFromString(message.position), CATCH_UP_MS);
+        await this.deps.handle(message);
+      },
+    );
+    log.info({ kind, topic: WORK_TOPICS[kind] }, 'processor consuming');
+  }
+
+  async stop(): Promise<void> {
+    await this.consumer?.stop();
+    this.consumer = undefined;
+  }
+}

@@ -1,0 +1,8 @@
+import { batchesProjection, jobsProjection } from './batches-projection.js';
+import { filesProjection } from './files-projection.js';
+import { historyProjection } from './history-projection.js';
+import type { Projection } from './projection.js';
+import { weightsProjection } from './weights-projection.js';
+
+/** Every read model of the service, in the order the projector applies them. */
+export const ALL_PROJECTIONS: readonly Projection[] = [filesProjection, jobsProjection, batchesProjection, weightsProjection, historyProjection];

@@ -1,0 +1,103 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormatsPlugin from 'ajv-formats';
+import { schemasDir } from '../package-root.js';
+import type { TopicSpec } from './message-log.js';
+
+/** The public topic downstream consumers subscribe to: every change in every batch's life. */
+export const BATCH_EVENTS_TOPIC = 'batch-events';
+
+/** Work topics, one per processor kind; each kind is one consumer group. */
+export const WORK_TOPICS = {
+  validator: 'spool.batch.validate',
+  inference: 'spool.batch.inference',
+  finalizer: 'spool.batch.finalize',
+  checkpoint: 'spool.weights.sync',
+} as const;
+
+export type ProcessorKind = keyof typeof WORK_TOPICS;
+export const PROCESSOR_KINDS = Object.keys(WORK_TOPICS) as ProcessorKind[];
+
+export type WorkMessage =
+  | { kind: 'validate-batch'; batch_id: string; position: string; event_id: string }
+  | { kind: 'run-chunk'; batch_id: string; chunk: number; position: string; event_id: string }
+  | { kind: 'finalize-batch'; batch_id: string; position: string; event_id: string }
+  | { kind: 'sync-weights'; model: string; position: string; event_id: string };
+
+export interface BatchEventMessage {
+  event_id: string;
+  event_type: string;
+  schema_version: number;
+  batch_id: string;
+  status: string | null;
+  stream: string;
+  revision: number;
+  position: string;
+  recorded_at: number;
+  data: Record<string, unknown>;
+}
+
+/**
+ * The topics and their partitions. The inference topic has the most: its partitions are the unit
+ * that spreads one batch's chunks over the running inference processors.
+ */
+export function spoolTopics(partitions: number, inferencePartitions = partitions * 2): TopicSpec[] {
+  return [
+    { topic: BATCH_EVENTS_TOPIC, partitions },
+    { topic: WORK_TOPICS.validator, partitions },
+    { topic: WORK_TOPICS.inference, partitions: inferencePartitions },
+    { topic: WORK_TOPICS.finalizer, partitions },
+    { topic: WORK_TOPICS.checkpoint, partitions },
+  ];
+}
+
+export class MessageSchemaError extends Error {
+  override readonly name = 'MessageSchemaError';
+}
+
+// ajv-formats is published as CommonJS; its default export arrives wrapped under Node's ESM loader.
+type AddFormats = (ajv: Ajv) => Ajv;
+const addFormats = ((addFormatsPlugin as unknown as { default?: AddFormats }).default ?? addFormatsPlugin) as unknown as AddFormats;
+
+/** Checks messages against schemas/messages: what the relay writes and what processors read. */
+export class MessageSchemas {
+  private readonly work: ValidateFunction;
+  private readonly batchEvent: ValidateFunction;
+
+  constructor(directory = join(schemasDir, 'messages')) {
+    const ajv = new Ajv({ allErrors: true, strict: true });
+    addFormats(ajv);
+    const load = (name: string) => ajv.compile(JSON.parse(readFileSync(join(directory, name), 'utf8')) as object);
+    this.work = load('work-message.v1.json');
+    this.batchEvent = load('batch-event.v1.json');
+  }
+
+  encodeWork(message: WorkMessage): string {
+    this.check(this.work, message, 'work message');
+    return JSON.stringify(message);
+  }
+
+  /** Parses a work message; throws MessageSchemaError for anything else. */
+  decodeWork(text: string): WorkMessage {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new MessageSchemaError('work message is not JSON');
+    }
+    this.check(this.work, value, 'work message');
+    return value as WorkMessage;
+  }
+
+  encodeBatchEvent(message: BatchEventMessage): string {
+    this.check(this.batchEvent, message, 'batch-events message');
+    return JSON.stringify(message);
+  }
+
+  private check(validate: ValidateFunction, value: unknown, what: string): void {
+    if (validate(value)) return;
+    const problems = (validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message ?? 'is invalid'}`);
+    throw new MessageSchemaError(`${what} does not match its schema: ${problems.join('; ')}`);
+  }
+}
