@@ -1,0 +1,312 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Kafka, logLevel } from 'kafkajs';
+
+/** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1. */
+export interface KafkaBroker {
+  /** host:port of the PLAINTEXT listener, for kafkajs `brokers`. */
+  readonly brokers: string;
+  /** Holds the configuration, the log directories and the broker log. */
+  readonly dir: string;
+  /** The broker's own log (stdout and stderr of the JVM). */
+  readonly logFile: string;
+  /** SIGTERM, then waits for the JVM to exit (a clean shutdown). */
+  stop(): Promise<void>;
+  /** SIGKILL, then waits for the JVM to exit (a crash). */
+  kill(): Promise<void>;
+  /** Starts the stopped broker again on the same ports and directory, keeping its data. */
+  start(): Promise<void>;
+}
+
+export interface KafkaBrokerOptions {
+  /** Directory for configuration, data and log; by default a temporary one, removed when the process exits. */
+  dir?: string;
+  /** Port of the PLAINTEXT listener; a free one by default. */
+  port?: number;
+  /** Broker log file; `<dir>/broker.log` by default. */
+  logTo?: string;
+  /** How long to wait for the broker to answer; 90 s by default. */
+  readyTimeoutMs?: number;
+}
+
+const supportDir = fileURLToPath(new URL('.', import.meta.url));
+const repoRoot = join(supportDir, '..', '..');
+const pomFile = join(supportDir, 'kafka', 'pom.xml');
+
+/** The Kafka release test/support/kafka/pom.xml resolves. */
+export const KAFKA_VERSION = /<kafka\.version>([^<]+)<\/kafka\.version>/.exec(readFileSync(pomFile, 'utf8'))?.[1] ?? '';
+
+const COMPLETE_MARKER = '.complete';
+
+/**
+ * The broker's jars, from Maven Central through Maven, cached in .cache/kafka/<version>/libs.
+ * Maven runs only while that folder is missing or incomplete.
+ */
+export async function ensureKafkaJars(): Promise<string> {
+  if (!KAFKA_VERSION) throw new Error(`no <kafka.version> in ${pomFile}`);
+  const versionDir = join(repoRoot, '.cache', 'kafka', KAFKA_VERSION);
+  const libs = join(versionDir, 'libs');
+  if (existsSync(join(libs, COMPLETE_MARKER))) return libs;
+  mkdirSync(versionDir, { recursive: true });
+  // Copy into a private folder and rename it into place, so a concurrent or interrupted run never sees half a folder.
+  const staging = mkdtempSync(join(versionDir, 'libs-'));
+  try {
+    const { code, output } = await run('mvn', ['-B', '-q', '-f', pomFile, 'dependency:copy-dependencies', `-DoutputDirectory=${staging}`]);
+    if (code !== 0) throw new Error(`mvn could not fetch the Kafka ${KAFKA_VERSION} jars (exit ${code}):\n${output.slice(-4000)}`);
+    writeFileSync(join(staging, COMPLETE_MARKER), `${new Date().toISOString()}\n`);
+    if (existsSync(join(libs, COMPLETE_MARKER))) return libs;
+    rmSync(libs, { recursive: true, force: true });
+    renameSync(staging, libs);
+  } catch (error) {
+    if (existsSync(join(libs, COMPLETE_MARKER))) return libs;
+    throw error;
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return libs;
+}
+
+export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promise<KafkaBroker> {
+  const libs = await ensureKafkaJars();
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'spool-kafka-'));
+  mkdirSync(dir, { recursive: true });
+  const watch = startWatchdog(options.dir ? undefined : dir);
+  const logFile = options.logTo ?? join(dir, 'broker.log');
+  const readyTimeoutMs = options.readyTimeoutMs ?? 90_000;
+  const [port, controllerPort] = await Promise.all([options.port ?? freePort(), freePort()]);
+  const brokers = `127.0.0.1:${port}`;
+  const config = join(dir, 'server.properties');
+  writeFileSync(config, serverProperties({ port, controllerPort, logDirs: join(dir, 'data') }));
+  const log4j = join(dir, 'log4j.properties');
+  writeFileSync(log4j, LOG4J_PROPERTIES);
+  const java = (mainClass: string, args: string[]) => [
+    ...JVM_OPTIONS,
+    `-Dlog4j.configuration=file:${log4j}`,
+    `-Dkafka.logs.dir=${dir}`,
+    '-cp',
+    `${libs}/*`,
+    mainClass,
+    ...args,
+  ];
+
+  if (!existsSync(join(dir, 'data', 'meta.properties'))) {
+    const { code, output } = await run('java', java('kafka.tools.StorageTool', ['format', '--ignore-formatted', '-t', clusterId(), '-c', config]));
+    if (code !== 0) throw new Error(`kafka-storage format failed (exit ${code}):\n${output.slice(-4000)}`);
+  }
+
+  let jvm: RunningJvm | undefined;
+
+  const start = async (): Promise<void> => {
+    if (jvm && jvm.exitCode === null) throw new Error(`the Kafka broker on ${brokers} is already running`);
+    const started = launch(java('kafka.Kafka', [config]), logFile, watch);
+    jvm = started;
+    try {
+      await waitUntilAnswering(brokers, started, readyTimeoutMs);
+    } catch (error) {
+      await started.signal('SIGKILL');
+      throw new Error(`${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail(logFile, 60)}`);
+    }
+  };
+
+  await start();
+  return {
+    brokers,
+    dir,
+    logFile,
+    start,
+    stop: async () => {
+      // A clean shutdown takes a few seconds; one that hangs is not worth waiting for.
+      await jvm?.signal('SIGTERM', 60_000);
+    },
+    kill: async () => {
+      await jvm?.signal('SIGKILL');
+    },
+  };
+}
+
+// Small heap, serial GC and the C1 compiler only: a broker that starts fast on two shared cores.
+const JVM_OPTIONS = [
+  '-Xms128m',
+  '-Xmx384m',
+  '-XX:+UseSerialGC',
+  '-XX:TieredStopAtLevel=1',
+  '-XX:-UsePerfData',
+  '-Xss512k',
+  '-Djava.awt.headless=true',
+  '-Djava.net.preferIPv4Stack=true',
+];
+
+const LOG4J_PROPERTIES = `log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.kafka.clients=WARN
+log4j.logger.state.change.logger=WARN
+`;
+
+function serverProperties(p: { port: number; controllerPort: number; logDirs: string }): string {
+  return `${Object.entries({
+    'process.roles': 'broker,controller',
+    'node.id': '1',
+    'controller.quorum.voters': `1@127.0.0.1:${p.controllerPort}`,
+    listeners: `PLAINTEXT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
+    'advertised.listeners': `PLAINTEXT://127.0.0.1:${p.port}`,
+    'controller.listener.names': 'CONTROLLER',
+    'inter.broker.listener.name': 'PLAINTEXT',
+    'listener.security.protocol.map': 'PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    'log.dirs': p.logDirs,
+    'num.partitions': '1',
+    'default.replication.factor': '1',
+    'min.insync.replicas': '1',
+    // One partition each: creating the default 50 slows the first consumer group down for nothing.
+    'offsets.topic.num.partitions': '1',
+    'offsets.topic.replication.factor': '1',
+    'transaction.state.log.num.partitions': '1',
+    'transaction.state.log.replication.factor': '1',
+    'transaction.state.log.min.isr': '1',
+    'group.initial.rebalance.delay.ms': '0',
+    // A killed broker's registration blocks its restart until its session expires (9 s by default).
+    'broker.heartbeat.interval.ms': '500',
+    'broker.session.timeout.ms': '3000',
+    'auto.create.topics.enable': 'true',
+    'num.network.threads': '2',
+    'num.io.threads': '2',
+    'num.recovery.threads.per.data.dir': '1',
+    'background.threads': '2',
+    // The cleaner's default 128 MiB buffer would take a third of the heap.
+    'log.cleaner.dedupe.buffer.size': String(8 * 1024 * 1024),
+  })
+    .map(([key, value]) => `${key}=${value}`)
+    .join('\n')}\n`;
+}
+
+interface RunningJvm {
+  readonly exitCode: number | null;
+  readonly exited: Promise<void>;
+  /** Sends the signal, waits for the exit; SIGKILL after `killAfterMs`. */
+  signal(signal: NodeJS.Signals, killAfterMs?: number): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const jvm of running) jvm.kill('SIGKILL');
+});
+
+// Acts once this process is gone, however it ended (vitest workers and killed processes see no exit hook):
+// kills the JVM last named on its stdin, then removes the temporary directory given as $1.
+// It runs in a session of its own, so a Ctrl-C to the test run spares it.
+const WATCHDOG_SCRIPT = `pid=
+while read -r line; do pid=$line; done
+if [ -n "$pid" ]; then
+  kill -9 "$pid" 2>/dev/null
+  n=0; while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+fi
+if [ -n "$1" ]; then rm -rf "$1"; fi`;
+
+/** Returns how to tell the watchdog the pid of the running JVM (undefined: none). */
+function startWatchdog(temporaryDir: string | undefined): (pid: number | undefined) => void {
+  const watchdog = spawn('sh', ['-c', WATCHDOG_SCRIPT, 'kafka-broker-watchdog', temporaryDir ?? ''], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  watchdog.on('error', () => {});
+  watchdog.stdin.on('error', () => {});
+  watchdog.unref();
+  return (pid) => watchdog.stdin.write(`${pid ?? ''}\n`);
+}
+
+function launch(args: string[], logFile: string, watch: (pid: number | undefined) => void): RunningJvm {
+  const out = openSync(logFile, 'a');
+  const child = spawn('java', args, { stdio: ['ignore', out, out] });
+  closeSync(out);
+  running.add(child);
+  watch(child.pid);
+  let exitCode: number | null = null;
+  const exited = new Promise<void>((resolve) => {
+    const done = (code: number | null) => {
+      exitCode = code ?? -1;
+      running.delete(child);
+      watch(undefined);
+      resolve();
+    };
+    child.once('exit', done);
+    child.once('error', () => done(-1));
+  });
+  return {
+    get exitCode() {
+      return exitCode;
+    },
+    exited,
+    async signal(signal, killAfterMs) {
+      if (exitCode !== null) return;
+      child.kill(signal);
+      const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function waitUntilAnswering(brokers: string, jvm: RunningJvm, timeoutMs: number): Promise<void> {
+  const kafka = new Kafka({ clientId: 'spool-test-broker-probe', brokers: [brokers], logLevel: logLevel.NOTHING, connectionTimeout: 1_000, requestTimeout: 5_000, retry: { retries: 0 } });
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    if (jvm.exitCode !== null) throw new Error(`the Kafka broker exited (code ${jvm.exitCode}) before it answered on ${brokers}`);
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      await admin.describeCluster();
+      await admin.listTopics();
+      return;
+    } catch (error) {
+      lastError = error;
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+    if (Date.now() > deadline) throw new Error(`the Kafka broker did not answer on ${brokers} within ${timeoutMs} ms: ${String(lastError)}`);
+    await Promise.race([jvm.exited, new Promise((resolve) => setTimeout(resolve, 200))]);
+  }
+}
+
+/** A port nobody listens on right now, from the kernel. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Kafka's Uuid text form: 16 random bytes, base64url, never starting with '-'. */
+function clusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
+}
+
+function run(command: string, args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('error', (error) => resolve({ code: -1, output: `${output}${String(error)}` }));
+    child.once('close', (code) => resolve({ code: code ?? -1, output }));
+  });
+}
+
+function tail(file: string, lines: number): string {
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
