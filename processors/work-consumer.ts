@@ -15,6 +15,8 @@ const CATCH_UP_MS = 60_000;
  */
 export class WorkConsumer {
   private consumer: Consumer | undefined;
+  /** Work messages handled to the end by this process (for /ready and for operators). */
+  handled = 0;
 
   constructor(
     private readonly deps: {
@@ -50,9 +52,14 @@ export class WorkConsumer {
         }
         await this.deps.projector.waitFor(positionFromString(message.position), CATCH_UP_MS);
         await this.deps.handle(message);
+        this.handled++;
       },
     );
     log.info({ kind, topic: WORK_TOPICS[kind] }, 'processor consuming');
+  }
+
+  get kind(): ProcessorKind {
+    return this.deps.kind;
   }
 
   async stop(): Promise<void> {

@@ -181,6 +181,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       blob_store: blobStore.description,
       message_log: messageLog.description,
       projections: { position: projections?.position ?? null },
+      ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled }])) } : {}),
+      ...(relay ? { relay: { relayed: relay.relayed } } : {}),
     };
     if (projections?.failed) return { ready: false, reason: `projections failed: ${projections.failed}`, details };
     if (projections && !projections.caughtUp) return { ready: false, reason: 'projections are catching up', details };

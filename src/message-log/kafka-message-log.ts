@@ -74,7 +74,8 @@ export class KafkaMessageLog implements MessageLog {
 
   private connectedProducer(): Promise<Producer> {
     this.producer ??= (async () => {
-      const producer = this.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, retry: RETRY, allowAutoTopicCreation: true });
+      // One request in flight: a retried send can never overtake a later one, so order per key holds.
+      const producer = this.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, retry: RETRY, allowAutoTopicCreation: true, maxInFlightRequests: 1 });
       try {
         await producer.connect();
       } catch (error) {
@@ -152,11 +153,12 @@ class KafkaGroupMember implements Consumer {
     await consumer.run({
       autoCommit: false,
       partitionsConsumedConcurrently: this.options.concurrency ?? 1,
+      // Only handled messages are committed (autoCommit is off): whatever is passed over while
+      // leaving the group is delivered again to whoever takes the partition.
       eachMessage: async ({ topic, partition, message, heartbeat }) => {
-        if (this.stopping || this.abandoned) throw new Error('consumer stopping');
+        if (this.stopping || this.abandoned) return;
         const handled = await this.handle(delivered(topic, partition, message), heartbeat);
-        if (!handled) throw new Error('consumer stopping');
-        await this.commit(topic, partition, message.offset);
+        if (handled) await this.commit(topic, partition, message.offset);
       },
     });
   }

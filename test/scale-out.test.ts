@@ -1,0 +1,199 @@
+import type { ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import OpenAI, { toFile } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNode } from '../bench/processes.js';
+import { packageRoot } from '../src/package-root.js';
+import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { FakeEngine } from './support/fake-engine.js';
+import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
+import { TEST_API_KEY, s3Env, tempDir, waitUntilReady } from './support/service.js';
+import { runSpool } from './support/spool-cli.js';
+
+/**
+ * The scaled-out shape on real parts: a real Apache Kafka broker of this suite's own (so it can be
+ * stopped), the S3-compatible server of the test run, one embedded event log file shared by the
+ * processes (EventStoreDB cannot run here), and every Spool role as its own OS process. The
+ * inference engine is a stand-in: vLLM and SGLang need GPUs.
+ */
+describe('scaled out over Kafka: API, relay and processors as separate processes', () => {
+  const engine = new FakeEngine();
+  const root = tempDir('scale-out');
+  const logs = join(root, 'logs');
+  mkdirSync(logs, { recursive: true });
+  let broker: KafkaBroker;
+  let client: OpenAI;
+  let apiUrl: string;
+  let apiDataDir: string;
+  const processes = new Map<string, { child: ChildProcess; url: string }>();
+  const batches: Array<{ id: string; expect: string[] }> = [];
+
+  const common = () => ({
+    HOST: '127.0.0.1',
+    PORT: '0',
+    API_KEY: TEST_API_KEY,
+    LOG_LEVEL: 'info',
+    EVENTSTORE_URL: `file:${join(root, 'shared', 'events.sqlite')}`,
+    ...s3Env(`scale-out-${randomUUID()}`),
+    KAFKA_BROKERS: broker.brokers,
+    KAFKA_SESSION_TIMEOUT_MS: '6000',
+    KAFKA_PARTITIONS: '4',
+    ENGINE_BASE_URL: engine.url,
+    ENGINE_CONCURRENCY: '4',
+    ENGINE_BACKOFF_MS: '20',
+    BATCH_CHUNK_LINES: '10',
+    BATCH_PARALLEL_CHUNKS: '4',
+  });
+  let env: ReturnType<typeof common>;
+
+  async function start(name: string, args: string[]): Promise<void> {
+    const dataDir = join(root, name);
+    const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), args, { ...env, DATA_DIR: dataDir }, /"url":"(http:\/\/[^"]+)"/);
+    const logFile = join(logs, `${name}.log`);
+    child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
+    child.stderr?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
+    processes.set(name, { child, url: match[1]! });
+  }
+
+  const ready = async (name: string) => (await (await fetch(`${processes.get(name)!.url}/ready`)).json()) as { status: string; roles: string[]; processors?: Record<string, { handled: number }> };
+  const handled = async (name: string) => (await ready(name)).processors?.inference?.handled ?? 0;
+
+  const submit = async (lines: string[], label: string) => {
+    const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), `${label}.jsonl`), purpose: 'batch' });
+    return client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'scale-job' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+  };
+
+  const progress = async (id: string) => {
+    const batch = await client.batches.retrieve(id);
+    return (batch.request_counts!.completed + batch.request_counts!.failed) / Math.max(1, batch.request_counts!.total);
+  };
+
+  const expectEveryLineOnce = async (id: string, total: number) => {
+    const done = await client.batches.retrieve(id);
+    const seen = [...(await fileLines(client, done.output_file_id)), ...(await fileLines(client, done.error_file_id))].map((line) => line.custom_id as string);
+    expect(seen).toHaveLength(total);
+    expect(new Set(seen).size).toBe(total);
+  };
+
+  beforeAll(async () => {
+    await engine.start();
+    broker = await startKafkaBroker({ dir: join(root, 'kafka') });
+    env = common();
+    // The API first: it owns the demo data; then the relay and every processor kind.
+    await start('api', ['serve']);
+    apiUrl = processes.get('api')!.url;
+    apiDataDir = join(root, 'api');
+    await Promise.all([
+      start('relay', ['relay']),
+      start('validator', ['processor', 'validator']),
+      start('inference-1', ['processor', 'inference']),
+      start('inference-2', ['processor', 'inference']),
+      start('finalizer', ['processor', 'finalizer']),
+      start('checkpoint', ['processor', 'checkpoint']),
+    ]);
+    for (const { url } of processes.values()) {
+      await waitUntilReady(url, 60_000);
+      expect((await fetch(`${url}/live`)).status).toBe(200);
+    }
+    client = new OpenAI({ baseURL: `${apiUrl}/v1`, apiKey: 'placeholder', maxRetries: 2 });
+    expect((await reserveJob(apiUrl, { job_id: 'scale-job', model: 'tiny-chat', use_case: 'scale', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
+  }, 240_000);
+
+  afterAll(async () => {
+    for (const { child } of processes.values()) if (child.exitCode === null) child.kill('SIGKILL');
+    await broker?.kill();
+    await engine.stop();
+  });
+
+  it('every process answers its health probes and says what it runs', async () => {
+    expect((await ready('api')).roles).toEqual(['api']);
+    expect((await ready('relay')).roles).toEqual(['relay']);
+    expect((await ready('inference-1')).roles).toEqual(['inference']);
+    expect((await ready('checkpoint')).roles).toEqual(['checkpoint']);
+  });
+
+  it('spreads a batch over both inference processors; one is killed -9 mid-batch and every line still ends up exactly once', async () => {
+    engine.latencyMs = 60;
+    const total = 600;
+    const lines = Array.from({ length: total }, (_, index) => chatLine(`k${index}`, index % 97 === 5 ? `no [fail:400] ${index}` : `line ${index}`));
+    const batch = await submit(lines, 'kill');
+    batches.push({ id: batch.id, expect: ['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted'] });
+
+    // Both processors take chunks before one of them dies.
+    const deadline = Date.now() + 60_000;
+    while ((await handled('inference-1')) < 2 || (await handled('inference-2')) < 2 || (await progress(batch.id)) < 0.2) {
+      if (Date.now() > deadline) throw new Error(`no spread: inference-1 ${await handled('inference-1')}, inference-2 ${await handled('inference-2')}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(await progress(batch.id)).toBeLessThan(0.9);
+    const survivorBefore = await handled('inference-2');
+    const victim = processes.get('inference-1')!.child;
+    victim.kill('SIGKILL');
+    await new Promise((resolve) => victim.once('exit', resolve));
+
+    const done = await waitForStatus(client, batch.id, ['completed', 'failed'], 120_000);
+    expect(done.status).toBe('completed');
+    expect(done.request_counts).toEqual({ total, completed: total - 7, failed: 7 });
+    await expectEveryLineOnce(batch.id, total);
+    // The dead processor's chunks were handed to the survivor.
+    expect(await handled('inference-2')).toBeGreaterThan(survivorBefore);
+  }, 180_000);
+
+  it('completes a batch while the Kafka broker is stopped and started again', async () => {
+    engine.latencyMs = 40;
+    const total = 300;
+    const batch = await submit(Array.from({ length: total }, (_, index) => chatLine(`b${index}`, `line ${index}`)), 'broker');
+    batches.push({ id: batch.id, expect: ['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted'] });
+    while ((await progress(batch.id)) < 0.1) await new Promise((resolve) => setTimeout(resolve, 50));
+    await broker.stop();
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect((await client.batches.retrieve(batch.id)).status).not.toBe('completed');
+    await broker.start();
+    const done = await waitForStatus(client, batch.id, ['completed', 'failed'], 150_000);
+    expect(done.status).toBe('completed');
+    await expectEveryLineOnce(batch.id, total);
+  }, 240_000);
+
+  it('fails and cancels batches too; a downstream consumer of batch-events sees each change once, in order', async () => {
+    engine.latencyMs = 0;
+    const failed = await submit([chatLine('a', 'one'), '{"custom_id": broken'], 'failed');
+    batches.push({ id: failed.id, expect: ['BatchCreated', 'BatchFailed'] });
+    const cancelled = await submit(Array.from({ length: 40 }, (_, index) => chatLine(`c${index}`, `slow ${index} [slow:300]`)), 'cancelled');
+    batches.push({ id: cancelled.id, expect: ['BatchCreated', 'BatchValidated', 'BatchCancelRequested', 'BatchCancelled'] });
+    await waitForStatus(client, cancelled.id, ['in_progress'], 60_000);
+    await client.batches.cancel(cancelled.id);
+    expect((await waitForStatus(client, failed.id, ['failed'], 60_000)).status).toBe('failed');
+    expect((await waitForStatus(client, cancelled.id, ['cancelled'], 60_000)).status).toBe('cancelled');
+
+    const consumer = spawn(process.execPath, [join(packageRoot, 'deploy/examples/batch-events-consumer.mjs'), '--exit-when-idle', '6'], {
+      env: { PATH: process.env.PATH ?? '', KAFKA_BROKERS: broker.brokers },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    let errors = '';
+    consumer.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    consumer.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
+    const code = await new Promise((resolve) => consumer.once('exit', resolve));
+    expect(code, errors).toBe(0);
+    const seen = output.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { batch_id: string; revision: number; event_type: string; status: string | null; event_id: string });
+    expect(new Set(seen.map((event) => event.event_id)).size).toBe(seen.length);
+    for (const batch of batches) {
+      const changes = seen.filter((event) => event.batch_id === batch.id);
+      expect(changes.map((event) => event.event_type), batch.id).toEqual(batch.expect);
+      expect(changes.map((event) => event.revision)).toEqual(batch.expect.map((_, index) => index));
+    }
+    expect(seen.find((event) => event.batch_id === cancelled.id && event.event_type === 'BatchCancelRequested')?.status).toBe('cancelling');
+  }, 180_000);
+
+  it('spool replay rebuilds the API process read models identically from the shared log', async () => {
+    const replayed = await runSpool(['replay'], { DATA_DIR: apiDataDir, EVENTSTORE_URL: env.EVENTSTORE_URL, LOG_LEVEL: 'silent' });
+    expect(replayed.code, replayed.stderr).toBe(0);
+    const report = JSON.parse(replayed.stdout) as { identical: boolean; events: number; tables: Record<string, number> };
+    expect(report.identical).toBe(true);
+    expect(report.events).toBeGreaterThan(900);
+    expect(report.tables.batches).toBe(4);
+  }, 120_000);
+});
