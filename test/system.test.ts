@@ -7,6 +7,7 @@ import { httpSchema } from '../src/http/http-schemas.js';
 import { packageRoot } from '../src/package-root.js';
 import type { RunningService } from '../src/service.js';
 import { TEST_API_KEY, s3Env, startTestService, tempDir, uploadFile } from './support/service.js';
+import { runSpool } from './support/spool-cli.js';
 
 describe('service description and access', () => {
   let service: RunningService;
@@ -114,6 +115,21 @@ describe('the spool command', () => {
     expect(result.code).toBe(78);
     expect(result.stderr).toContain('invalid configuration');
     expect(result.stderr).toContain('PORT must be an integer from 0 to 65535, got "eighty"');
+  });
+
+  it('refuses to run a processor or the relay on its own without Kafka, and an unknown processor kind', async () => {
+    const env = { PORT: '0', DATA_DIR: tempDir('cli'), KAFKA_BROKERS: '' };
+    for (const args of [['processor', 'inference'], ['relay']]) {
+      const alone = await runSpool(args, env);
+      expect(alone.code, args.join(' ')).toBe(78);
+      expect(alone.stderr).toContain('KAFKA_BROKERS must be set');
+    }
+    const unknown = await runSpool(['processor', 'trainer'], env);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('processor needs a kind: validator, inference, finalizer, checkpoint');
+    const badBrokers = await runSpool(['processor', 'inference'], { ...env, KAFKA_BROKERS: 'not a broker' });
+    expect(badBrokers.code).toBe(78);
+    expect(badBrokers.stderr).toContain('KAFKA_BROKERS must be a comma-separated list of host:port');
   });
 
   it('generates an API key on first start, prints it once, keeps it, and stops cleanly on SIGTERM', async () => {
