@@ -148,6 +148,11 @@ describe('weight sync', () => {
     const all = (await service.eventStore.readAll({ maxCount: 10_000 })).filter((event) => event.streamName === 'weights-spool-tiny').map((event) => event.type);
     const types = all.slice(all.lastIndexOf('WeightsUploadRequested'));
     expect(types).toEqual(['WeightsUploadRequested', 'CheckpointValidated', 'WeightsStaged', 'WeightsReloadRequested', 'ReplicaReloaded', 'ReplicaReloaded', 'WeightsReloaded']);
+    // The same history through the audit endpoint.
+    const audit = (await (await fetch(`${service.url}/mgmt/v1/weights/spool-tiny/events?limit=1000`, { headers: { authorization: `Bearer ${TEST_API_KEY}` } })).json()) as { data: Array<{ type: string; stream: string }>; has_more: boolean };
+    expect(audit.has_more).toBe(false);
+    expect(audit.data.map((event) => event.type)).toEqual(all);
+    expect(new Set(audit.data.map((event) => event.stream))).toEqual(new Set(['weights-spool-tiny']));
 
     // A restart serves the last reloaded weights, not the checkpoint the fleet started from.
     const dataDir = service.dataDir;
