@@ -141,7 +141,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   const consumers: WorkConsumer[] = [];
   const work: Record<ProcessorKind, ((message: WorkMessage) => Promise<void>) | undefined> = {
-    validator: parts && ((message) => (message.kind === 'validate-batch' ? parts.validator.validate(message.batch_id) : Promise.resolve())),
+    // The read models hold at least the message's event: a batch they show past validating is
+    // left alone without reading its stream (the embedded relay republishes the whole log at start).
+    validator:
+      parts &&
+      ((message) => (message.kind === 'validate-batch' && parts.batchesQueries.get(message.batch_id)?.status === 'validating' ? parts.validator.validate(message.batch_id) : Promise.resolve())),
     inference: parts && ((message) => (message.kind === 'run-chunk' ? parts.runner.run(message.batch_id, message.chunk) : Promise.resolve())),
     finalizer: parts && ((message) => (message.kind === 'finalize-batch' ? parts.finalizer.finalize(message.batch_id) : Promise.resolve())),
     checkpoint: parts?.weightSyncer && ((message) => (message.kind === 'sync-weights' ? parts.weightSyncer!.step(message.model) : Promise.resolve())),

@@ -41,30 +41,20 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
     return { object: 'list' as const, data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: found.hasMore };
   };
 
-  app.get(
-    '/v1/batches/:batch_id/events',
-    { schema: { summary: "A batch's history: every event, line outcomes included", tags: ['audit'], params: httpSchema('BatchIdParams'), querystring, response } },
-    async (request) => {
-      const { batch_id: batchId } = request.params as { batch_id: string };
-      return page(`batch:${batchId}`, request.query as { limit: number; after?: string }, () => notFound(`No such batch: ${batchId}`, 'batch_id'));
-    },
-  );
-
-  app.get(
-    '/v1/files/:file_id/events',
-    { schema: { summary: "A file's history", tags: ['audit'], params: httpSchema('FileIdParams'), querystring, response } },
-    async (request) => {
-      const { file_id: fileId } = request.params as { file_id: string };
-      return page(`file:${fileId}`, request.query as { limit: number; after?: string }, () => notFound(`No such file: ${fileId}`, 'file_id'));
-    },
-  );
-
-  app.get(
-    '/mgmt/v1/weights/:model/events',
-    { schema: { summary: "A model's weight-sync history", tags: ['audit'], security: [{ bearer: [] }], params: httpSchema('ModelParams'), querystring, response } },
-    async (request) => {
-      const { model } = request.params as { model: string };
-      return page(`weights:${model}`, request.query as { limit: number; after?: string }, () => notFound(`No weight sync history for model ${JSON.stringify(model)}`, 'model'));
-    },
-  );
+  const histories = [
+    { path: '/v1/batches/:batch_id/events', param: 'batch_id', params: 'BatchIdParams', subject: 'batch', summary: "A batch's history: every event, line outcomes included", missing: 'No such batch' },
+    { path: '/v1/files/:file_id/events', param: 'file_id', params: 'FileIdParams', subject: 'file', summary: "A file's history", missing: 'No such file' },
+    { path: '/mgmt/v1/weights/:model/events', param: 'model', params: 'ModelParams', subject: 'weights', summary: "A model's weight-sync history", missing: 'No weight-sync history for model' },
+  ] as const;
+  for (const history of histories) {
+    const security = history.path.startsWith('/mgmt/') ? { security: [{ bearer: [] }] } : {};
+    app.get(
+      history.path,
+      { schema: { summary: history.summary, tags: ['audit'], ...security, params: httpSchema(history.params), querystring, response } },
+      async (request) => {
+        const id = (request.params as Record<string, string>)[history.param]!;
+        return page(`${history.subject}:${id}`, request.query as { limit: number; after?: string }, () => notFound(`${history.missing}: ${id}`, history.param));
+      },
+    );
+  }
 }
