@@ -9,7 +9,7 @@ import { startNode } from '../bench/processes.js';
 import { packageRoot } from '../src/package-root.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
+import { type KafkaBroker, startKafkaBroker } from '../bench/kafka-broker.js';
 import { TEST_API_KEY, s3Env, tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 

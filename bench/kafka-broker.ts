@@ -4,8 +4,8 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, 
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
+import { packageRoot } from '../src/package-root.js';
 
 /** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1. */
 export interface KafkaBroker {
@@ -34,11 +34,12 @@ export interface KafkaBrokerOptions {
   readyTimeoutMs?: number;
 }
 
-const supportDir = fileURLToPath(new URL('.', import.meta.url));
-const repoRoot = join(supportDir, '..', '..');
-const pomFile = join(supportDir, 'kafka', 'pom.xml');
+// Shared by the test setup and the benchmarks; paths from the package root, so that it works from
+// the TypeScript sources and from dist/ alike.
+const repoRoot = packageRoot;
+const pomFile = join(packageRoot, 'bench', 'kafka', 'pom.xml');
 
-/** The Kafka release test/support/kafka/pom.xml resolves. */
+/** The Kafka release bench/kafka/pom.xml resolves. */
 export const KAFKA_VERSION = /<kafka\.version>([^<]+)<\/kafka\.version>/.exec(readFileSync(pomFile, 'utf8'))?.[1] ?? '';
 
 const COMPLETE_MARKER = '.complete';
