@@ -116,7 +116,7 @@ export class BatchRunner {
     const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
     const base = { batch_id: batch.id, line, custom_id: request.custom_id };
     const stopped = () => {
-      const stopping = this.deps.queries.get(batch.id)?.stopping;
+      const stopping = this.deps.queries.stopping(batch.id);
       return stopping ? failed(base, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
     };
     const before = stopped();
