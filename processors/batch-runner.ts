@@ -13,8 +13,8 @@ import { physicalLines } from './jsonl-lines.js';
 
 const CORRELATION = 'batch-runner';
 /** Outcomes are recorded in groups: one durable append per group, not per line. */
-const FLUSH_LINES = 64;
-const FLUSH_MS = 50;
+const FLUSH_LINES = 256;
+const FLUSH_MS = 200;
 
 const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
 
