@@ -125,7 +125,9 @@ export class HttpReplica implements Replica {
           res.on('data', (chunk: Buffer) => chunks.push(chunk));
           res.on('end', () => finish(undefined, { status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
           res.on('error', (error) => finish(error));
-          res.on('close', () => finish(new Error('the connection closed before the answer was complete')));
+          res.on('close', () => {
+            if (!settled) finish(new Error('the connection closed before the answer was complete'));
+          });
         },
       );
       const timer = setTimeout(() => {
