@@ -9,10 +9,10 @@ const MIB = 1024 * 1024;
 const BOUNDARY = 'spool-bench-boundary';
 
 /** A JSONL batch input of `lines` chat requests padded to `bytesPerLine`, written to disk once. */
-async function writeInput(path: string, lines: number, bytesPerLine: number): Promise<number> {
+export async function writeInput(path: string, lines: number, bytesPerLine: number, model = 'spool-tiny'): Promise<number> {
   const out = createWriteStream(path);
   for (let index = 0; index < lines; index++) {
-    const head = `{"custom_id":"request-${index}","method":"POST","url":"/v1/chat/completions","body":{"model":"spool-tiny","messages":[{"role":"user","content":"`;
+    const head = `{"custom_id":"request-${index}","method":"POST","url":"/v1/chat/completions","body":{"model":"${model}","messages":[{"role":"user","content":"`;
     const tail = '"}]}}\n';
     const line = head + 'x'.repeat(Math.max(0, bytesPerLine - head.length - tail.length)) + tail;
     if (!out.write(line)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));

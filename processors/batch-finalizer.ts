@@ -98,10 +98,10 @@ export class BatchFinalizer {
       const events = await this.deps.outcomes.read(batch.id, chunk.chunk);
       if (events.length < chunk.lines) throw new Error(`batch ${batch.id} chunk ${chunk.chunk} has ${events.length} of ${chunk.lines} outcomes`);
       const outcomes = events.map((event) => event.data as unknown as LineCompletedData | LineFailedData).sort((a, b) => a.line - b.line);
-      for (const outcome of outcomes) {
-        const line = outputLine(batch.id, kind, outcome);
-        if (line) yield line;
-      }
+      // One write per chunk, not per line: each write costs a trip through the streams.
+      let text = '';
+      for (const outcome of outcomes) text += outputLine(batch.id, kind, outcome) ?? '';
+      if (text) yield text;
     }
   }
 }

@@ -13,8 +13,8 @@ import { physicalLines } from './jsonl-lines.js';
 
 const CORRELATION = 'batch-runner';
 /** Outcomes are recorded in groups: one durable append per group, not per line. */
-const FLUSH_LINES = 64;
-const FLUSH_MS = 50;
+const FLUSH_LINES = 256;
+const FLUSH_MS = 200;
 
 const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
 
@@ -96,7 +96,7 @@ export class BatchRunner {
     const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
     const base = { batch_id: batch.id, line, custom_id: request.custom_id };
     const stopped = () => {
-      const stopping = this.deps.queries.get(batch.id)?.stopping;
+      const stopping = this.deps.queries.stopping(batch.id);
       return stopping ? failed(base, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
     };
     const before = stopped();

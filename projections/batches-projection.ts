@@ -39,6 +39,9 @@ export const jobsProjection: Projection = {
 
 const LINES_STREAM = /^batchlines-(.+)-(\d+)$/;
 
+/** Counts the batch events (not line outcomes) applied to a database: what BatchesQueries caches goes stale with it. */
+const batchEventsApplied = new WeakMap<Database.Database, number>();
+
 export const batchesProjection: Projection = {
   name: 'batches',
   version: 1,
@@ -108,6 +111,7 @@ export const batchesProjection: Projection = {
       applyLineOutcome(db, recorded, Number(lines[2]));
       return;
     }
+    batchEventsApplied.set(db, (batchEventsApplied.get(db) ?? 0) + 1);
     const event = recorded as unknown as BatchEvent;
     const set = (assignments: string, params: object) =>
       statement(db, `UPDATE batches SET ${assignments} WHERE id = @batch_id`).run(params);
@@ -252,10 +256,30 @@ export interface JobRow {
 }
 
 export class BatchesQueries {
+  private readonly stoppingCache = new Map<string, BatchRow['stopping'] | undefined>();
+  private stoppingCacheAt = -1;
+
   constructor(private readonly db: Database.Database) {}
 
   get(batchId: string): BatchRow | undefined {
     return statement(this.db, 'SELECT * FROM batches WHERE id = ?').get(batchId) as BatchRow | undefined;
+  }
+
+  /**
+   * Whether the batch is winding down (undefined: no such batch). The runner asks before every
+   * line it sends, so the answer is kept until the next batch event is projected: only those
+   * change it, and line outcomes, the bulk of the log, leave it valid.
+   */
+  stopping(batchId: string): BatchRow['stopping'] | undefined {
+    const applied = batchEventsApplied.get(this.db) ?? 0;
+    if (applied !== this.stoppingCacheAt) {
+      this.stoppingCache.clear();
+      this.stoppingCacheAt = applied;
+    }
+    if (this.stoppingCache.has(batchId)) return this.stoppingCache.get(batchId);
+    const row = statement(this.db, 'SELECT stopping FROM batches WHERE id = ?').get(batchId) as { stopping: BatchRow['stopping'] } | undefined;
+    this.stoppingCache.set(batchId, row?.stopping);
+    return row?.stopping;
   }
 
   errors(batchId: string): BatchError[] {

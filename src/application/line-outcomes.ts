@@ -1,7 +1,7 @@
 import type { BatchEvent } from '../domain/batch.js';
 import { batchLinesStreamName } from '../domain/batch.js';
 import type { Usage } from '../engine/engine.js';
-import { type EventStore, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
+import { type EventStore, IdempotencyConflictError, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
 import { deterministicUuid } from '../ids.js';
 
 export interface LineCompletedData {
@@ -32,12 +32,25 @@ export const lineOutcomeEventId = (batchId: string, line: number): string => det
 
 const MAX_ATTEMPTS = 20;
 
+/** How many chunk streams' recorded lines are remembered between groups. */
+const REMEMBERED_CHUNKS = 1024;
+
+/** What this process knows of a chunk's stream: every event up to `revision`, by id. */
+interface KnownChunk {
+  revision: bigint | undefined;
+  readonly ids: Set<string>;
+}
+
 /**
  * The outcome streams of a batch, one per chunk. Recording is exactly-once per line: outcomes
  * for lines the stream already holds are dropped, whoever recorded them (a redelivered chunk, a
- * second worker, a run before a crash).
+ * second worker, a run before a crash). What a chunk's stream holds is remembered between
+ * groups, so each group reads only the events appended since the last one (by others), not the
+ * whole stream again; the append's expected revision still catches any append it did not see.
  */
 export class LineOutcomeLog {
+  private readonly known = new Map<string, KnownChunk>();
+
   constructor(private readonly eventStore: EventStore) {}
 
   async read(batchId: string, chunk: number): Promise<RecordedEvent[]> {
@@ -53,26 +66,38 @@ export class LineOutcomeLog {
   /** Records the outcomes not recorded yet; returns how many were new. */
   async record(batchId: string, chunk: number, outcomes: readonly LineOutcome[], correlationId: string): Promise<number> {
     const stream = batchLinesStreamName(batchId, chunk);
+    const known = this.known.get(stream) ?? { revision: undefined, ids: new Set<string>() };
+    // Most recently used last: the oldest is forgotten first (and read again if it is needed).
+    this.known.delete(stream);
+    this.known.set(stream, known);
+    if (this.known.size > REMEMBERED_CHUNKS) this.known.delete(this.known.keys().next().value!);
     for (let attempt = 1; ; attempt++) {
-      const existing = await this.read(batchId, chunk);
-      const recorded = new Set(existing.map((event) => event.id));
+      for await (const event of this.eventStore.readStream(stream, known.revision === undefined ? {} : { fromRevision: known.revision + 1n })) {
+        known.ids.add(event.id);
+        known.revision = event.revision;
+      }
       const fresh: NewEvent[] = [];
+      const taken = new Set<string>();
       for (const outcome of outcomes) {
         const id = lineOutcomeEventId(batchId, outcome.data.line);
-        if (recorded.has(id)) continue;
-        recorded.add(id);
+        if (known.ids.has(id) || taken.has(id)) continue;
+        taken.add(id);
         fresh.push({ id, type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
       }
       if (fresh.length === 0) return 0;
-      const last = existing[existing.length - 1];
       try {
-        await this.eventStore.appendToStream(stream, fresh, { expectedRevision: last ? last.revision : 'no_stream' });
+        const appended = await this.eventStore.appendToStream(stream, fresh, { expectedRevision: known.revision ?? 'no_stream' });
+        for (const id of taken) known.ids.add(id);
+        // Advanced only when the append is exactly ours: an append answered as a repeat of
+        // earlier ones may sit after events this process has not read yet.
+        const next = (known.revision ?? -1n) + BigInt(fresh.length);
+        if (appended.nextExpectedRevision === next) known.revision = next;
         return fresh.length;
       } catch (error) {
-        if (error instanceof WrongExpectedRevisionError && attempt < MAX_ATTEMPTS) continue;
+        // Another writer appended to the chunk (some of these very lines, perhaps): read it and retry.
+        if ((error instanceof WrongExpectedRevisionError || error instanceof IdempotencyConflictError) && attempt < MAX_ATTEMPTS) continue;
         throw error;
       }
     }
   }
 }
-

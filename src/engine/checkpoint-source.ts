@@ -6,6 +6,7 @@ import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/cli
 import { isNotFound } from '../blob-store/s3-blob-store.js';
 import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
 import { headerLength, parseHeader } from './builtin/safetensors.js';
+import { ConcurrencyLimit } from './concurrency-limit.js';
 
 export interface CheckpointFile {
   readonly name: string;
@@ -81,46 +82,65 @@ export class S3CheckpointSource {
     };
   }
 
-  /** Copies the files into a folder; returns each one's size and sha256. */
+  /**
+   * Copies the files into a folder; returns each one's size and sha256. The files are fetched side
+   * by side through one pool of `parallel` ranged GETs, so a file's last parts, or its hashing, do
+   * not leave the pool idle.
+   */
   async transfer(bucket: string, prefix: string, files: readonly CheckpointFile[], folder: string): Promise<Array<{ name: string; bytes: number; sha256: string }>> {
     await mkdir(folder, { recursive: true });
-    const results = [];
-    for (const file of files) {
-      const target = join(folder, file.name);
-      const partial = `${target}.partial`;
-      const handle = await open(partial, 'w');
-      try {
-        const parts: Array<{ start: number; end: number }> = [];
-        for (let start = 0; start < file.bytes; start += this.settings.partBytes) parts.push({ start, end: Math.min(file.bytes, start + this.settings.partBytes) - 1 });
-        let next = 0;
-        await Promise.all(
-          Array.from({ length: Math.min(this.settings.parallel, parts.length) }, async () => {
-            while (next < parts.length) {
-              const part = parts[next++]!;
-              const bytes = await this.read(bucket, `${prefix}${file.name}`, file.etag, part);
-              if (bytes.length !== part.end - part.start + 1) throw new Error(`${file.name}: bytes ${part.start}-${part.end} came back as ${bytes.length} bytes`);
-              await handle.write(bytes, 0, bytes.length, part.start);
+    const pool = new ConcurrencyLimit(this.settings.parallel);
+    const settled = await Promise.allSettled(files.map((file) => this.transferFile(bucket, prefix, file, folder, pool)));
+    const failed = settled.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
+    return settled.map((outcome) => (outcome as PromiseFulfilledResult<{ name: string; bytes: number; sha256: string }>).value);
+  }
+
+  private async transferFile(bucket: string, prefix: string, file: CheckpointFile, folder: string, pool: ConcurrencyLimit): Promise<{ name: string; bytes: number; sha256: string }> {
+    const target = join(folder, file.name);
+    const partial = `${target}.partial`;
+    const handle = await open(partial, 'w');
+    try {
+      const parts: Array<{ start: number; end: number }> = [];
+      for (let start = 0; start < file.bytes; start += this.settings.partBytes) parts.push({ start, end: Math.min(file.bytes, start + this.settings.partBytes) - 1 });
+      let failure: unknown;
+      await Promise.all(
+        parts.map((part) =>
+          pool.run(async () => {
+            if (failure) return;
+            try {
+              // The part's pieces are written as they came, in one call, without joining them first.
+              const pieces = await this.readPieces(bucket, `${prefix}${file.name}`, file.etag, part);
+              const length = pieces.reduce((sum, piece) => sum + piece.length, 0);
+              if (length !== part.end - part.start + 1) throw new Error(`${file.name}: bytes ${part.start}-${part.end} came back as ${length} bytes`);
+              let written = 0;
+              while (written < length) {
+                const { bytesWritten } = await handle.writev(unwritten(pieces, written), part.start + written);
+                written += bytesWritten;
+              }
+            } catch (error) {
+              failure ??= error;
             }
           }),
-        );
-        await handle.sync();
-      } catch (error) {
-        await handle.close();
-        await rm(partial, { force: true });
-        throw error;
-      }
+        ),
+      );
+      if (failure) throw failure;
+      await handle.sync();
+    } catch (error) {
       await handle.close();
-      const hash = createHash('sha256');
-      let bytes = 0;
-      for await (const chunk of createReadStream(partial)) {
-        hash.update(chunk as Buffer);
-        bytes += (chunk as Buffer).length;
-      }
-      if (bytes !== file.bytes) throw new Error(`${file.name}: staged ${bytes} bytes, expected ${file.bytes}`);
-      await rename(partial, target);
-      results.push({ name: file.name, bytes, sha256: hash.digest('hex') });
+      await rm(partial, { force: true });
+      throw error;
     }
-    return results;
+    await handle.close();
+    const hash = createHash('sha256');
+    let bytes = 0;
+    for await (const chunk of createReadStream(partial, { highWaterMark: MIB })) {
+      hash.update(chunk as Buffer);
+      bytes += (chunk as Buffer).length;
+    }
+    if (bytes !== file.bytes) throw new Error(`${file.name}: staged ${bytes} bytes, expected ${file.bytes}`);
+    await rename(partial, target);
+    return { name: file.name, bytes, sha256: hash.digest('hex') };
   }
 
   private async head(bucket: string, key: string): Promise<{ bytes: number; etag: string } | undefined> {
@@ -134,11 +154,30 @@ export class S3CheckpointSource {
   }
 
   private async read(bucket: string, key: string, etag: string, range?: { start: number; end: number }): Promise<Buffer> {
+    return Buffer.concat(await this.readPieces(bucket, key, etag, range));
+  }
+
+  private async readPieces(bucket: string, key: string, etag: string, range?: { start: number; end: number }): Promise<Buffer[]> {
     const answer = await this.client.send(
       new GetObjectCommand({ Bucket: bucket, Key: key, ...(etag ? { IfMatch: etag } : {}), ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
     );
     const chunks: Buffer[] = [];
     for await (const chunk of answer.Body as AsyncIterable<Buffer>) chunks.push(chunk);
-    return Buffer.concat(chunks);
+    return chunks;
   }
+}
+
+/** The pieces from byte `offset` of their concatenation on. */
+function unwritten(pieces: readonly Buffer[], offset: number): Buffer[] {
+  if (offset === 0) return pieces as Buffer[];
+  const rest: Buffer[] = [];
+  let skip = offset;
+  for (const piece of pieces) {
+    if (skip >= piece.length) skip -= piece.length;
+    else {
+      rest.push(skip > 0 ? piece.subarray(skip) : piece);
+      skip = 0;
+    }
+  }
+  return rest;
 }

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { Agent as HttpAgent, type IncomingHttpHeaders, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { BuiltinEngine, TextDelta } from './builtin/builtin-engine.js';
 import type { Transformer } from './builtin/transformer.js';
 import { ConcurrencyLimit } from './concurrency-limit.js';
@@ -47,6 +49,7 @@ export class BuiltinReplica implements Replica {
 /** An OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp, OpenAI. */
 export class HttpReplica implements Replica {
   readonly description: string;
+  private readonly agent: HttpAgent;
   constructor(
     readonly id: string,
     readonly kind: Exclude<ReplicaKind, 'builtin'>,
@@ -55,38 +58,86 @@ export class HttpReplica implements Replica {
     private readonly settings: { apiKey?: string; timeoutMs: number },
   ) {
     this.description = `${kind} ${baseUrl}`;
+    this.agent = baseUrl.startsWith('https:') ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   }
 
   async send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
     const url = this.baseUrl.replace(/\/+$/, '') + request.endpoint.replace(/^\/v1/, '');
-    const timeout = AbortSignal.timeout(this.settings.timeoutMs);
     // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
     const { stream: _stream, stream_options: _options, ...body } = request.body;
-    const response = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}) },
-      body: JSON.stringify(body),
-      signal: request.signal ? AbortSignal.any([timeout, request.signal]) : timeout,
-    });
-    const text = await response.text();
+    const response = await this.post(url, JSON.stringify(body), request.signal);
+    const text = response.text;
     let parsed: unknown = text;
     try {
       parsed = JSON.parse(text);
     } catch {
       // Not JSON: kept as text, so errors show what the engine said.
     }
-    if (onDelta && response.ok) {
+    if (onDelta && response.status < 300) {
       const choice = (parsed as { choices?: Array<{ message?: { content?: string }; text?: string }> }).choices?.[0];
       const content = choice?.message?.content ?? choice?.text ?? '';
       if (content) onDelta(content);
     }
-    const retryAfter = Number(response.headers.get('retry-after'));
+    const retryAfter = Number(response.headers['retry-after']);
+    const requestId = response.headers['x-request-id'];
     return {
       statusCode: response.status,
-      requestId: response.headers.get('x-request-id') ?? `req_${randomUUID().replace(/-/g, '')}`,
+      requestId: typeof requestId === 'string' ? requestId : `req_${randomUUID().replace(/-/g, '')}`,
       body: parsed,
       ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
     };
+  }
+
+  /**
+   * One POST over a kept-alive connection (node:http: a fraction of fetch's cost per request,
+   * which a batch of many short requests pays on every line). Rejects when there is no complete
+   * answer: no connection, a timeout, a connection closed mid-answer, or `signal` aborted.
+   */
+  private post(url: string, payload: string, signal: AbortSignal | undefined, retryStale = true): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const finish = (error: Error | undefined, answer?: { status: number; headers: IncomingHttpHeaders; text: string }) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (error) {
+          // A kept-alive connection the server had just closed: sent again once on a fresh one.
+          const stale = retryStale && req.reusedSocket && (error as NodeJS.ErrnoException).code === 'ECONNRESET' && !signal?.aborted;
+          if (stale) this.post(url, payload, signal, false).then(resolve, reject);
+          else reject(error);
+        } else resolve(answer!);
+      };
+      const target = new URL(url);
+      const req = (target.protocol === 'https:' ? httpsRequest : httpRequest)(
+        target,
+        {
+          method: 'POST',
+          agent: this.agent,
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+            ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}),
+          },
+          ...(signal ? { signal } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => finish(undefined, { status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+          res.on('error', (error) => finish(error));
+          res.on('close', () => {
+            if (!settled) finish(new Error('the connection closed before the answer was complete'));
+          });
+        },
+      );
+      const timer = setTimeout(() => {
+        const error = new Error(`no answer within ${this.settings.timeoutMs} ms`);
+        error.name = 'TimeoutError';
+        req.destroy(error);
+      }, this.settings.timeoutMs);
+      req.on('error', (error) => finish(error));
+      req.end(payload);
+    });
   }
 
   /** The server's root: its base URL without the /v1 suffix, where the admin endpoints live. */
