@@ -175,6 +175,8 @@ export async function benchBatch(options: {
   concurrency: number;
   rounds: number;
   keepLog?: (dataDir: string) => Promise<void>;
+  /** More environment for the service (e.g. NODE_OPTIONS). */
+  spoolEnv?: Record<string, string>;
 }): Promise<BatchBenchResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-batch-'));
   try {
@@ -196,7 +198,7 @@ export async function benchBatch(options: {
         baseline.push(bare);
         const bareStats = await upstream.stats();
         const dataDir = mkdtempSync(join(work, 'data-'));
-        const service = await startSpool(dataDir, benchJobEnv(work, upstream.url, options.concurrency));
+        const service = await startSpool(dataDir, { ...benchJobEnv(work, upstream.url, options.concurrency), ...options.spoolEnv });
         let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
         let rss: number;
         try {

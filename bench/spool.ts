@@ -15,7 +15,8 @@ export interface SpoolProcess {
 /**
  * Starts `spool serve` as its own process on a free port and waits until /ready answers 200.
  * BENCH_PROFILE=DIR runs it under `node --cpu-prof`, writing a .cpuprofile into DIR when it
- * stops (summarise one with `node dist/bench/profile-summary.js FILE`).
+ * stops (summarise one with `node dist/bench/profile-summary.js FILE`); BENCH_SPOOL_NODE_OPTIONS
+ * becomes its NODE_OPTIONS (e.g. --max-old-space-size=96, to see what memory a run needs).
  */
 export async function startSpool(dataDir: string, env: Record<string, string> = {}): Promise<SpoolProcess> {
   const profileDir = process.env.BENCH_PROFILE;
@@ -23,7 +24,7 @@ export async function startSpool(dataDir: string, env: Record<string, string> = 
   const { child, match } = await startNode(
     join(packageRoot, 'dist/src/cli.js'),
     ['serve'],
-    { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...env },
+    { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env },
     /"url":"(http:\/\/[^"]+)"/,
     profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
   );
