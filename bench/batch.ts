@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/package-root.js';
 import { median, peakRssMiB, startNode, stop } from './processes.js';
+import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
 import { eventTimes, startSpool } from './spool.js';
 
 const MIB = 1024 * 1024;
@@ -99,16 +100,6 @@ export function benchJobEnv(work: string, upstream: string, concurrency: number)
   return { ENGINE_BASE_URL: `${upstream}/v1`, ENGINE_MODELS: BENCH_MODEL, ENGINE_CONCURRENCY: String(concurrency), JOBS_FILE: jobsFile };
 }
 
-/**
- * KAFKA VARIANT OF THE BATCH BENCHMARKS: not measured yet. When the processors run over Kafka,
- * return here the environment that starts spool with KAFKA_BROKERS set (and start the brokers and
- * processor processes it needs); runSpoolBatch then measures it unchanged, side by side with the
- * same bare loop. Until then this returns undefined and RESULTS.md says "not measured".
- */
-export async function kafkaEnv(_work: string, _upstream: string, _concurrency: number): Promise<Record<string, string> | undefined> {
-  return undefined;
-}
-
 /** One batch through the whole service with the official client: upload, create, wait, download. */
 async function runSpoolBatch(url: string, input: string, lines: number): Promise<Omit<SpoolBatchRun, 'peakRssMiB'>> {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 600_000 });
@@ -161,6 +152,8 @@ export interface BatchBenchResult {
   baselineInFlight: number;
   spoolInFlight: number;
   events: number;
+  /** On Kafka: the chunks each inference processor ran in the last round. */
+  kafka?: { chunksPerInferenceProcessor: number[] };
 }
 
 /**
@@ -177,8 +170,12 @@ export async function benchBatch(options: {
   keepLog?: (dataDir: string) => Promise<void>;
   /** More environment for the service (e.g. NODE_OPTIONS). */
   spoolEnv?: Record<string, string>;
+  /** Run the scaled-out shape on a Kafka broker instead of the embedded default. */
+  kafka?: boolean;
 }): Promise<BatchBenchResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-batch-'));
+  const broker = options.kafka ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
+  let spread: number[] = [];
   try {
     const input = join(work, 'input.jsonl');
     const size = await writeChatInput(input, options.lines);
@@ -198,14 +195,26 @@ export async function benchBatch(options: {
         baseline.push(bare);
         const bareStats = await upstream.stats();
         const dataDir = mkdtempSync(join(work, 'data-'));
-        const service = await startSpool(dataDir, { ...benchJobEnv(work, upstream.url, options.concurrency), ...options.spoolEnv });
+        const env = { ...benchJobEnv(work, upstream.url, options.concurrency), ...options.spoolEnv };
         let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
         let rss: number;
-        try {
-          run = await runSpoolBatch(service.url, input, options.lines);
-        } finally {
-          rss = peakRssMiB(service.child.pid!);
-          await stop(service.child);
+        if (broker) {
+          const deployment = await startKafkaDeployment(dataDir, env, options.concurrency, broker);
+          try {
+            run = await runSpoolBatch(deployment.url, input, options.lines);
+            spread = await deployment.inferenceHandled();
+          } finally {
+            rss = Math.max(...Object.values(deployment.peakRss()));
+            await deployment.stop();
+          }
+        } else {
+          const service = await startSpool(dataDir, env);
+          try {
+            run = await runSpoolBatch(service.url, input, options.lines);
+          } finally {
+            rss = peakRssMiB(service.child.pid!);
+            await stop(service.child);
+          }
         }
         const stats = await upstream.stats();
         if (stats.maxActive > options.concurrency || bareStats.maxActive > options.concurrency) throw new Error(`the upstream held ${stats.maxActive} requests at once`);
@@ -239,8 +248,10 @@ export async function benchBatch(options: {
       baselineInFlight: median(inFlight.map((entry) => entry.baseline)),
       spoolInFlight: median(inFlight.map((entry) => entry.spool)),
       events,
+      ...(broker ? { kafka: { chunksPerInferenceProcessor: spread } } : {}),
     };
   } finally {
+    await broker?.kill();
     rmSync(work, { recursive: true, force: true });
   }
 }

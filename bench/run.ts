@@ -19,13 +19,15 @@ import { type UploadResult, benchUpload } from './upload.js';
 import { type ValidationResult, benchValidation } from './validation.js';
 import { type WeightSwapResult, benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'checkpoint', 'swap', 'builtin'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const batchRounds = Number(process.env.BENCH_BATCH_ROUNDS ?? 3);
 /** Staging a gigabyte from s3rver is the noisiest figure: more rounds, each about 15 s. */
 const checkpointRounds = Number(process.env.BENCH_CHECKPOINT_ROUNDS ?? 5);
+/** The scaled-out shape: seven processes and a broker per round. */
+const kafkaRounds = Number(process.env.BENCH_KAFKA_ROUNDS ?? 1);
 const latencyMs = Number(process.env.BENCH_LATENCY_MS ?? 100);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 128);
 /** The pure-overhead batch: the upstream answers at once, as many requests in flight as ENGINE_CONCURRENCY's default allows at most. */
@@ -50,6 +52,7 @@ interface Results {
   overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult } }>;
   replay?: Stored<ReplayResult>;
   batch?: Stored<BatchBenchResult>;
+  kafka?: Stored<BatchBenchResult>;
   checkpoint?: Stored<CheckpointResult>;
   swap?: Stored<WeightSwapResult>;
   builtin?: Stored<BuiltinResult>;
@@ -94,6 +97,7 @@ try {
     log('replay', (results.replay = stamp(await benchReplay(replayLog!, rounds))).data);
   }
   if (selected.has('batch')) log('batch', (results.batch = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds }))).data);
+  if (selected.has('kafka')) log('kafka', (results.kafka = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true }))).data);
   if (selected.has('checkpoint')) log('checkpoint', (results.checkpoint = stamp(await benchCheckpoint(checkpointRounds))).data);
   if (selected.has('swap')) log('swap', (results.swap = stamp(await benchWeightSwap(rounds))).data);
   if (selected.has('builtin')) log('builtin', (results.builtin = stamp(await benchBuiltinEngine(rounds))).data);
@@ -134,9 +138,27 @@ if (results.batch) {
     '',
     `Where spool's time goes (medians, seconds): upload ${fixed(b.phases.upload, 2)}, validation ${fixed(b.phases.validate, 2)}, running the lines ${fixed(b.phases.run, 2)}, finalizing (output file, BatchCompleted) ${fixed(b.phases.finalize, 2)}, download ${fixed(b.phases.download, 2)}; the bare loop needs ${fixed(b.lines / b.baselineLinesPerSecond, 2)} for the requests alone.`,
     '',
-    '**On Kafka: not measured yet.** The Kafka deployment does not exist on this branch; `kafkaEnv` in bench/batch.ts is the place to start the service with KAFKA_BROKERS set and run the same round.',
-    '',
     data('batch', results.batch),
+  ]);
+}
+if (results.kafka) {
+  const { data: k } = results.kafka;
+  summary.push(`| 1. Batch efficiency (Kafka, processes) | ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 95% | ${met(k.ratio >= 0.95)} |`);
+  add([
+    '## 1b. Batch efficiency on Kafka: the scaled-out shape',
+    '',
+    when(results.kafka) + ` Median of ${k.rounds} round${k.rounds === 1 ? '' : 's'}.`,
+    '',
+    `The same ${k.lines.toLocaleString('en')}-line batch, upstream (${k.latencyMs} ms, at most ${k.concurrency} at once) and bare loop, against Spool scaled out (bench/kafka-deployment.ts): a real Kafka 3.9 broker on loopback, and the API (\`spool serve\`), the relay, a validator, a finalizer and two inference processors as seven separate processes, ` +
+      `sharing one embedded event log file and one blob directory (EventStoreDB and S3 cannot run here; the processes see each other's appends by polling the file every 250 ms). Each inference processor has ENGINE_CONCURRENCY=${Math.floor(k.concurrency / 2)}, so the upstream's cap is the same.`,
+    '',
+    '| bare loop | spool on Kafka, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | peak RSS of the largest process | chunks run by each inference processor |',
+    '|---|---|---|---|---|---|---|',
+    `| ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 95% | ${fixed(k.baselineInFlight)} / ${fixed(k.spoolInFlight)} | ${fixed(k.spoolPeakRssMiB, 0)} MiB | ${k.kafka?.chunksPerInferenceProcessor.join(' and ') ?? '?'} |`,
+    '',
+    `Where spool's time goes (seconds): upload ${fixed(k.phases.upload, 2)}, validation ${fixed(k.phases.validate, 2)}, running the lines ${fixed(k.phases.run, 2)}, finalizing ${fixed(k.phases.finalize, 2)}, download ${fixed(k.phases.download, 2)}.`,
+    '',
+    data('kafka', results.kafka),
   ]);
 }
 

@@ -9,7 +9,7 @@ import {
   positionFromString,
   positionToString,
 } from '../src/event-store/event-store.js';
-import { type MessageLog, type OutgoingMessage, nextRetryDelay } from '../src/message-log/message-log.js';
+import { type MessageLog, type OutgoingMessage, nextRetryDelay, partitionFor } from '../src/message-log/message-log.js';
 import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
 
 /** Where the relay has got to in the event log. */
@@ -76,12 +76,12 @@ const BATCH_STATUS_AFTER: Record<string, string | null> = {
 /** What the relay publishes for one page of the log, topic by topic. */
 export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSchemas): Map<string, OutgoingMessage[]> {
   const out = new Map<string, OutgoingMessage[]>();
-  const add = (topic: string, key: string, value: string, eventId: string) => {
+  const add = (topic: string, key: string, value: string, eventId: string, spread?: number) => {
     const list = out.get(topic) ?? [];
-    list.push({ key, value, headers: { 'event-id': eventId } });
+    list.push({ key, value, headers: { 'event-id': eventId }, ...(spread !== undefined ? { spread } : {}) });
     out.set(topic, list);
   };
-  const work = (topic: string, key: string, message: WorkMessage) => add(topic, key, schemas.encodeWork(message), message.event_id);
+  const work = (topic: string, key: string, message: WorkMessage, spread?: number) => add(topic, key, schemas.encodeWork(message), message.event_id, spread);
   // Line outcomes and weight-sync steps come in runs: one look per batch or model per page is enough.
   const finalizeLooks = new Map<string, RecordedEvent>();
   const weightLooks = new Map<string, RecordedEvent>();
@@ -107,7 +107,9 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       if (event.type === 'BatchCreated') work(WORK_TOPICS.validator, batchId, { kind: 'validate-batch', batch_id: batchId, ...base });
       if (event.type === 'BatchValidated') {
         for (const chunk of (event.data as unknown as Validation).chunks) {
-          work(WORK_TOPICS.inference, `${batchId}/${chunk.index}`, { kind: 'run-chunk', batch_id: batchId, chunk: chunk.index, ...base });
+          // Round robin over the partitions (from a place that depends on the batch), so that
+          // every inference processor gets its share of every batch.
+          work(WORK_TOPICS.inference, `${batchId}/${chunk.index}`, { kind: 'run-chunk', batch_id: batchId, chunk: chunk.index, ...base }, partitionFor(batchId, 2 ** 31) + chunk.index);
         }
       }
       // A wind-down may leave nothing to run; a crash may interrupt finalizing: look again.

@@ -13,8 +13,10 @@ export interface Config {
   readonly eventsFile: string;
   /** Kafka for the message log; undefined: the embedded in-process message log. */
   readonly kafka: KafkaConfig | undefined;
-  /** undefined: a local directory under dataDir. */
+  /** undefined: the local directory blobsDir. */
   readonly blobStore: S3Location | undefined;
+  /** File contents on local disk (DATA_DIR/blobs unless BLOB_STORE is file:PATH). */
+  readonly blobsDir: string;
   readonly s3: { readonly region: string | undefined; readonly endpoint: string | undefined; readonly forcePathStyle: boolean };
   readonly logLevel: string;
   /** How often expired files are looked for. */
@@ -118,12 +120,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   }
 
   let blobStore: S3Location | undefined;
+  let blobsDir = resolve(dataDir, 'blobs');
   const blobStoreRaw = value('BLOB_STORE');
-  if (blobStoreRaw !== undefined) {
+  if (blobStoreRaw?.startsWith('file:')) {
+    // A local directory of one's choice: processes on one machine may share it.
+    const path = blobStoreRaw.startsWith('file://') ? new URL(blobStoreRaw).pathname : blobStoreRaw.slice('file:'.length);
+    if (path === '') problems.push('BLOB_STORE=file:PATH needs a path');
+    else blobsDir = isAbsolute(path) ? path : resolve(cwd, path);
+  } else if (blobStoreRaw !== undefined) {
     try {
       blobStore = parseS3Url(blobStoreRaw);
     } catch {
-      problems.push(`BLOB_STORE must be unset (local directory) or s3://bucket/prefix, got ${JSON.stringify(blobStoreRaw)}`);
+      problems.push(`BLOB_STORE must be unset (DATA_DIR/blobs), file:PATH or s3://bucket/prefix, got ${JSON.stringify(blobStoreRaw)}`);
     }
   }
 
@@ -169,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     eventsFile,
     kafka,
     blobStore,
+    blobsDir,
     s3: { region: value('AWS_REGION') ?? value('AWS_DEFAULT_REGION'), endpoint, forcePathStyle: forcePathStyleRaw === 'true' },
     logLevel,
     fileSweepIntervalSeconds,

@@ -99,7 +99,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
 }
 
 export async function openBlobStore(config: Config): Promise<BlobStore> {
-  if (!config.blobStore) return new LocalBlobStore(join(config.dataDir, 'blobs'));
+  if (!config.blobStore) return new LocalBlobStore(config.blobsDir);
   const { S3BlobStore, createS3Client } = await import('./blob-store/s3-blob-store.js');
   return new S3BlobStore(createS3Client(config.s3), config.blobStore);
 }

@@ -7,7 +7,7 @@ import {
   type OutgoingMessage,
   type TopicSpec,
   nextRetryDelay,
-  partitionFor,
+  partitionOf,
 } from './message-log.js';
 
 interface Stored {
@@ -273,7 +273,7 @@ export class EmbeddedMessageLog implements MessageLog {
     if (this.closed) throw new Error('the message log is closed');
     const partitions = this.topics.get(topic) ?? this.createTopic(topic, this.options.defaultPartitions ?? 1);
     for (const message of messages) {
-      partitions[partitionFor(message.key, partitions.length)]!.append({ key: message.key, value: message.value, headers: { ...message.headers } });
+      partitions[partitionOf(message, partitions.length)]!.append({ key: message.key, value: message.value, headers: { ...message.headers } });
     }
     for (let index = 0; index < partitions.length; index++) this.trim(topic, index);
   }

@@ -1,4 +1,4 @@
-import { type Admin, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
+import { type Admin, type ICustomPartitioner, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
 import type { Logger } from 'pino';
 import {
   type ConsumeOptions,
@@ -75,7 +75,7 @@ export class KafkaMessageLog implements MessageLog {
   private connectedProducer(): Promise<Producer> {
     this.producer ??= (async () => {
       // One request in flight: a retried send can never overtake a later one, so order per key holds.
-      const producer = this.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, retry: RETRY, allowAutoTopicCreation: true, maxInFlightRequests: 1 });
+      const producer = this.kafka.producer({ createPartitioner: spreadingPartitioner, retry: RETRY, allowAutoTopicCreation: true, maxInFlightRequests: 1 });
       try {
         await producer.connect();
       } catch (error) {
@@ -93,7 +93,7 @@ export class KafkaMessageLog implements MessageLog {
     await producer.send({
       topic,
       acks: -1,
-      messages: messages.map((message) => ({ key: message.key, value: message.value, headers: { ...message.headers } })),
+      messages: messages.map((message) => ({ key: message.key, value: message.value, headers: { ...message.headers, ...(message.spread !== undefined ? { [SPREAD_HEADER]: String(message.spread) } : {}) } })),
     });
   }
 
@@ -111,6 +111,17 @@ export class KafkaMessageLog implements MessageLog {
     if (producer) await (await producer.catch(() => undefined))?.disconnect();
   }
 }
+
+const SPREAD_HEADER = 'spool-spread';
+
+/** Kafka's own partitioner (murmur2 of the key), except for messages that ask to be spread. */
+const spreadingPartitioner: ICustomPartitioner = () => {
+  const byKey = Partitioners.DefaultPartitioner();
+  return (args) => {
+    const spread = args.message.headers?.[SPREAD_HEADER];
+    return spread === undefined ? byKey(args) : Number(spread.toString()) % args.partitionMetadata.length;
+  };
+};
 
 function delivered(topic: string, partition: number, message: KafkaMessage): DeliveredMessage {
   const headers: Record<string, string> = {};

@@ -4,6 +4,12 @@
 export interface OutgoingMessage {
   /** Messages with the same key go to the same partition, so they are delivered in order. */
   readonly key: string;
+  /**
+   * Instead of the key, lay the message on partition `spread` modulo the partition count: work
+   * items numbered 0, 1, 2… then fill the partitions evenly, where hashing keys would leave some
+   * partitions (and the consumers holding them) with more than others.
+   */
+  readonly spread?: number;
   readonly value: string;
   readonly headers?: Readonly<Record<string, string>>;
 }
@@ -71,6 +77,11 @@ export function partitionFor(key: string, partitions: number): number {
     hash = Math.imul(hash, 0x01000193);
   }
   return (hash >>> 0) % partitions;
+}
+
+/** The partition of an outgoing message among `partitions`. */
+export function partitionOf(message: OutgoingMessage, partitions: number): number {
+  return message.spread !== undefined ? message.spread % partitions : partitionFor(message.key, partitions);
 }
 
 export const nextRetryDelay = (previous: number): number => Math.min(previous * 2, 30_000);

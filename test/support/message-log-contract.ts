@@ -53,6 +53,16 @@ export function messageLogContract(name: string, open: () => Promise<MessageLog>
       for (const key of keys) expect(seen.get(key)).toEqual(Array.from({ length: 20 }, (_, index) => index));
     });
 
+    it('lays messages with a spread round robin over the partitions', async () => {
+      const topic = unique('spread');
+      await log.ensureTopics([{ topic, partitions: 4 }]);
+      await log.publish(topic, Array.from({ length: 12 }, (_, index) => ({ key: 'same key', value: String(index), spread: 5 + index })));
+      const partitions = new Map<string, number>();
+      await consume({ groupId: unique('g'), topics: [topic], concurrency: 4 }, async (message) => void partitions.set(message.value, message.partition));
+      await until(() => partitions.size >= 12);
+      for (let index = 0; index < 12; index++) expect(partitions.get(String(index))).toBe((5 + index) % 4);
+    });
+
     it('shares a topic between the members of a group: each message reaches one member once', async () => {
       const topic = unique('share');
       await log.ensureTopics([{ topic, partitions: 4 }]);

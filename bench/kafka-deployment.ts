@@ -1,0 +1,85 @@
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { packageRoot } from '../src/package-root.js';
+import { type KafkaBroker, startKafkaBroker } from './kafka-broker.js';
+import { peakRssMiB, startNode, stop } from './processes.js';
+import { BENCH_API_KEY } from './spool.js';
+
+/** The roles of the scaled-out shape, each its own process, as deploy/ runs them. */
+const ROLES: Array<{ name: string; args: string[] }> = [
+  { name: 'relay', args: ['relay'] },
+  { name: 'validator', args: ['processor', 'validator'] },
+  { name: 'inference-1', args: ['processor', 'inference'] },
+  { name: 'inference-2', args: ['processor', 'inference'] },
+  { name: 'finalizer', args: ['processor', 'finalizer'] },
+];
+
+export interface KafkaDeployment {
+  readonly url: string;
+  readonly apiPid: number;
+  /** Work messages handled by each inference processor. */
+  inferenceHandled(): Promise<number[]>;
+  /** Peak RSS of every process, MiB. */
+  peakRss(): Record<string, number>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Spool on Kafka: a broker of its own (KRaft, loopback), the API, the relay, a validator, a
+ * finalizer and two inference processors as separate processes, sharing an embedded event log
+ * file and a blob directory under `dataDir` (one machine; EventStoreDB and S3 would take their
+ * place across machines). The engine concurrency is split between the inference processors, so
+ * that the upstream sees at most `concurrency` requests, as with the embedded default.
+ */
+export async function startKafkaDeployment(dataDir: string, env: Record<string, string>, concurrency: number, broker: KafkaBroker): Promise<KafkaDeployment> {
+  const shared = {
+    ...env,
+    PORT: '0',
+    API_KEY: BENCH_API_KEY,
+    LOG_LEVEL: 'info',
+    EVENTSTORE_URL: `file:${join(dataDir, 'events.sqlite')}`,
+    BLOB_STORE: `file:${join(dataDir, 'blobs')}`,
+    KAFKA_BROKERS: broker.brokers,
+    KAFKA_SESSION_TIMEOUT_MS: '10000',
+  };
+  const children = new Map<string, { child: ChildProcess; url: string }>();
+  const start = async (name: string, args: string[], extra: Record<string, string> = {}) => {
+    const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) }, /"url":"(http:\/\/[^"]+)"/);
+    child.stdout?.resume();
+    child.stderr?.resume();
+    children.set(name, { child, url: match[1]! });
+  };
+  const stopAll = async () => {
+    await Promise.all([...children.values()].map(({ child }) => stop(child)));
+  };
+  try {
+    await start('api', ['serve']);
+    const perProcess = String(Math.max(1, Math.floor(concurrency / 2)));
+    await Promise.all(ROLES.map((role) => start(role.name, role.args, role.name.startsWith('inference') ? { ENGINE_CONCURRENCY: perProcess } : {})));
+    for (const { url } of children.values()) await waitReady(url);
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+  const ready = async (name: string) => (await (await fetch(`${children.get(name)!.url}/ready`)).json()) as { processors?: { inference?: { handled: number } } };
+  return {
+    url: children.get('api')!.url,
+    apiPid: children.get('api')!.child.pid!,
+    inferenceHandled: async () => Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.handled ?? 0)),
+    peakRss: () => Object.fromEntries([...children].map(([name, { child }]) => [name, peakRssMiB(child.pid!)])),
+    stop: stopAll,
+  };
+}
+
+async function waitReady(url: string): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const answer = await fetch(`${url}/ready`).catch(() => undefined);
+    await answer?.arrayBuffer();
+    if (answer?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url} was not ready within two minutes`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+export { startKafkaBroker };
