@@ -9,11 +9,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { pino } from 'pino';
-import { BatchesQueries, batchesProjection, jobsProjection } from '../projections/batches-projection.js';
-import { filesProjection } from '../projections/files-projection.js';
+import { ALL_PROJECTIONS } from '../projections/all-projections.js';
+import { BatchesQueries } from '../projections/batches-projection.js';
 import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
-import { weightsProjection } from '../projections/weights-projection.js';
 import { loadConfig } from '../src/config.js';
 import type { Position } from '../src/event-store/event-store.js';
 import { packageRoot } from '../src/package-root.js';
@@ -27,8 +26,8 @@ async function project(dataDir: string): Promise<{ events: number; seconds: numb
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-replay-'));
   const readModels = openReadModelStore(join(work, 'read-models.sqlite'));
   try {
-    // The read models src/service.ts projects (a `spool replay` command would share its list).
-    const projector = new Projector(eventStore, readModels, [filesProjection, jobsProjection, batchesProjection, weightsProjection], pino({ level: 'silent' }));
+    // Every read model the service projects, the audit trail's history index included.
+    const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, pino({ level: 'silent' }));
     const started = process.hrtime.bigint();
     await projector.start();
     await projector.whenCaughtUp();
@@ -75,7 +74,8 @@ const run = promisify(execFile);
 /**
  * Item 7: events per second rebuilding every read model from a log (a data directory whose
  * service has stopped), each round in a fresh process, beside a bare read of the same log.
- * When `spool replay` exists, its command line replaces `project` here.
+ * `spool replay` rebuilds the same projections (projections/all-projections.ts) the same way,
+ * then compares the result with the live store; it prints its own events per second.
  */
 export async function benchReplay(dataDir: string, rounds = 3): Promise<ReplayResult> {
   const once = async (mode: 'project' | 'read') => {

@@ -150,7 +150,7 @@ if (results.kafka) {
     when(results.kafka) + ` Median of ${k.rounds} round${k.rounds === 1 ? '' : 's'}.`,
     '',
     `The same ${k.lines.toLocaleString('en')}-line batch, upstream (${k.latencyMs} ms, at most ${k.concurrency} at once) and bare loop, against Spool scaled out (bench/kafka-deployment.ts): a real Kafka 3.9 broker on loopback, and the API (\`spool serve\`), the relay, a validator, a finalizer and two inference processors as seven separate processes, ` +
-      `sharing one embedded event log file and one blob directory (EventStoreDB and S3 cannot run here; the processes see each other's appends by polling the file every 250 ms). Each inference processor has ENGINE_CONCURRENCY=${Math.floor(k.concurrency / 2)}, so the upstream's cap is the same.`,
+      `sharing one embedded event log file and one blob directory (EventStoreDB and S3 cannot run here; the processes see each other's appends by polling the file every 50 ms). Each inference processor has ENGINE_CONCURRENCY=${Math.floor(k.concurrency / 2)}, so the upstream's cap is the same.`,
     '',
     '| bare loop | spool on Kafka, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | peak RSS of the largest process | chunks run by each inference processor |',
     '|---|---|---|---|---|---|---|',
@@ -279,8 +279,8 @@ if (results.replay) {
     '',
     when(results.replay) + ` Median of ${r.rounds} rounds.`,
     '',
-    `The log of a completed 50,000-line batch (${r.events.toLocaleString('en')} events, mostly line outcomes) in the embedded store. Spool: a fresh process rebuilds every read model (files, jobs, batches, weights) into an empty store with the service's Projector, from the start of the log until it has caught up. ` +
-      'Baseline: a fresh process reading the whole log in the same pages, events decoded, nothing applied. (bench/replay.ts; a `spool replay` command would take its place.)',
+    `The log of a completed 50,000-line batch (${r.events.toLocaleString('en')} events, mostly line outcomes) in the embedded store. Spool: a fresh process rebuilds every read model (files, jobs, batches, weights, and the audit trail's history index) into an empty store with the service's Projector, from the start of the log until it has caught up; \`spool replay\` does the same before it compares. ` +
+      'Baseline: a fresh process reading the whole log in the same pages, events decoded, nothing applied (bench/replay.ts).',
     '',
     '| bare read of the log | rebuild of the read models | rebuild / read | target |',
     '|---|---|---|---|',

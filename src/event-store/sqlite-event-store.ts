@@ -40,7 +40,7 @@ export class SqliteEventStore implements EventStore {
   constructor(
     path: string,
     /** How often a subscription looks for events that another process appended. */
-    private readonly pollIntervalMs = 250,
+    private readonly pollIntervalMs = 50,
   ) {
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
