@@ -61,6 +61,8 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
   }
 }
 
+const LINES_STREAM = /^batchlines-(.+)-\d+$/;
+
 const BATCH_STATUS_AFTER: Record<string, string | null> = {
   BatchCreated: 'validating',
   BatchValidated: 'in_progress',
@@ -115,7 +117,9 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       // A wind-down may leave nothing to run; a crash may interrupt finalizing: look again.
       if (event.type === 'BatchCancelRequested' || event.type === 'BatchExpiryStarted' || event.type === 'BatchFinalizing') finalizeLooks.set(batchId, event);
     } else if (event.type === 'LineCompleted' || event.type === 'LineFailed') {
-      finalizeLooks.set(String(event.data.batch_id), event);
+      // The batch id from the stream's name: the outcome's data (a whole response) is not read.
+      const batchId = LINES_STREAM.exec(event.streamName)?.[1];
+      if (batchId) finalizeLooks.set(batchId, event);
     } else if (event.streamName.startsWith('weights-') && typeof event.data.model === 'string') {
       weightLooks.set(event.data.model, event);
     }
@@ -129,17 +133,31 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
   return out;
 }
 
+/** Events gathered before one publish; an adapter that delivers one event at a time is batched up to this. */
+const FLUSH_EVENTS = 500;
+const FLUSH_MS = 20;
+
 /**
  * Publishes the event log to the message log: work for the processors and every batch lifecycle
- * event on the public batch-events topic. A page of events is published, then the checkpoint
- * moves past it; a crash in between publishes the page again (at least once on the wire), and
- * every message carries its event id so that consumers drop what they have seen.
+ * event on the public batch-events topic. Events are published a page at a time, then the
+ * checkpoint moves past them; a crash in between publishes the page again (at least once on the
+ * wire), and every message carries its event id so that consumers drop what they have seen.
  */
 export class EventRelay {
   private subscription: Subscription | undefined;
   private stopping = false;
+  private stopNow: () => void = () => undefined;
+  private readonly stopped = new Promise<void>((resolve) => {
+    this.stopNow = resolve;
+  });
+  private pending: RecordedEvent[] = [];
+  private flushing: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private abandoned = false;
   /** Events relayed since start. */
   relayed = 0;
+  /** Why the last attempt failed, until one succeeds (for /ready). */
+  failure: string | undefined;
 
   constructor(
     private readonly deps: {
@@ -154,35 +172,79 @@ export class EventRelay {
   start(): void {
     const after = this.deps.checkpoint.load();
     this.deps.log.info({ from: after ? positionToString(after) : 'start', to: this.deps.messageLog.description }, 'relay starting');
-    this.subscription = this.deps.eventStore.subscribeToAll(after ? { after } : {}, (events) => this.relay(events));
-    this.subscription.done.catch((error: unknown) => this.deps.log.error({ err: error }, 'relay stopped: the event log subscription failed'));
+    const subscription = this.deps.eventStore.subscribeToAll(after ? { after } : {}, (events) => this.accept(events));
+    this.subscription = subscription;
+    // A subscription that fails (the event store went away) is opened again from the checkpoint:
+    // events gathered but not published come again.
+    subscription.done.catch(async (error: unknown) => {
+      if (this.stopping) return;
+      this.failure = `the event log subscription failed: ${error instanceof Error ? error.message : String(error)}`;
+      this.deps.log.error({ err: error }, 'relay subscription failed; subscribing again');
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.pending = [];
+      await this.flushing;
+      await this.sleep(1_000);
+      if (!this.stopping) this.start();
+    });
   }
 
-  private async relay(events: readonly RecordedEvent[]): Promise<void> {
-    const last = events[events.length - 1];
-    if (!last) return;
-    const messages = messagesFor(events, this.deps.schemas);
+  private async accept(events: readonly RecordedEvent[]): Promise<void> {
+    this.pending.push(...events);
+    if (this.pending.length >= FLUSH_EVENTS) await this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
+  }
+
+  /** Publishes what is gathered, after whatever is being published. */
+  private flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const page = this.pending;
+    this.pending = [];
+    if (page.length > 0) {
+      this.flushing = this.flushing.then(() => this.publish(page)).catch((error: unknown) => this.deps.log.warn({ err: error }, 'relay stopped before it could publish; the events will be published at the next start'));
+    }
+    return this.flushing;
+  }
+
+  private async publish(events: readonly RecordedEvent[]): Promise<void> {
+    // After a page that could not be published, no later page may move the checkpoint past it.
+    if (this.abandoned) throw new Error('an earlier page was not published');
     let delay = 500;
     // The page is published whole before the checkpoint moves; while the message log is away
     // the relay waits and tries again rather than skip anything.
     for (;;) {
       try {
-        for (const [topic, list] of messages) await this.deps.messageLog.publish(topic, list);
+        for (const [topic, list] of messagesFor(events, this.deps.schemas)) await this.deps.messageLog.publish(topic, list);
+        this.deps.checkpoint.save(events[events.length - 1]!.position);
         break;
       } catch (error) {
-        if (this.stopping) throw error;
+        if (this.stopping) {
+          this.abandoned = true;
+          throw error;
+        }
+        this.failure = `could not publish: ${error instanceof Error ? error.message : String(error)}`;
         this.deps.log.warn({ err: error, retry_in_ms: delay }, 'relay could not publish; it will try again');
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await this.sleep(delay);
         delay = nextRetryDelay(delay);
       }
     }
-    this.deps.checkpoint.save(last.position);
+    this.failure = undefined;
     this.relayed += events.length;
   }
 
+  private sleep(ms: number): Promise<void> {
+    return Promise.race([new Promise<void>((resolve) => setTimeout(resolve, ms).unref()), this.stopped]);
+  }
+
   async stop(): Promise<void> {
+    // From here each publish is tried once: what the message log does not take at once stays
+    // behind the checkpoint, and the next start publishes it.
     this.stopping = true;
+    this.stopNow();
     await this.subscription?.stop().catch(() => undefined);
     this.subscription = undefined;
+    await this.flush();
+    this.deps.checkpoint.close();
   }
 }

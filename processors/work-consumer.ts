@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { Projector } from '../projections/projector.js';
-import { positionFromString } from '../src/event-store/event-store.js';
+import { type Projector, ProjectionTimeoutError } from '../projections/projector.js';
+import { type EventStore, comparePositions, positionFromString } from '../src/event-store/event-store.js';
 import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
 import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
 
@@ -23,6 +23,7 @@ export class WorkConsumer {
       kind: ProcessorKind;
       messageLog: MessageLog;
       schemas: MessageSchemas;
+      eventStore: EventStore;
       projector: Projector;
       /** Messages (partitions) handled at once. */
       concurrency: number;
@@ -50,7 +51,20 @@ export class WorkConsumer {
           log.error({ err: error, topic: delivered.topic, partition: delivered.partition, offset: delivered.offset }, 'malformed work message skipped');
           return;
         }
-        await this.deps.projector.waitFor(positionFromString(message.position), CATCH_UP_MS);
+        const position = positionFromString(message.position);
+        try {
+          await this.deps.projector.waitFor(position, CATCH_UP_MS);
+        } catch (error) {
+          if (!(error instanceof ProjectionTimeoutError)) throw error;
+          // A message from another log (the event store was replaced under an old topic) would
+          // otherwise hold its partition forever.
+          const head = await this.deps.eventStore.headPosition();
+          if (!head || comparePositions(position, head) > 0) {
+            log.error({ topic: delivered.topic, partition: delivered.partition, offset: delivered.offset, position: message.position }, 'work message points past the end of the event log; skipped');
+            return;
+          }
+          throw error;
+        }
         await this.deps.handle(message);
         this.handled++;
       },

@@ -1,7 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type EventStore, type Position, comparePositions, positionFromString } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
-import { dumpReadModels } from './read-model-store.js';
 
 /** Each projection's checkpoint in a read-model store (undefined: nothing applied yet). */
 export function readCheckpoints(db: Database.Database): Map<string, Position | undefined> {
@@ -53,22 +52,37 @@ export interface ReadModelDifference {
   readonly firstDifference: { live: unknown; replayed: unknown };
 }
 
-/** Table by table, row by row. */
+const tablesOf = (db: Database.Database): string[] =>
+  db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'projection_checkpoints' ORDER BY name")
+    .all()
+    .map((row) => row.name);
+
+/** Table by table, row by row, both stores walked in step: memory stays flat whatever their size. */
 export function compareReadModels(live: Database.Database, replayed: Database.Database): { tables: Record<string, number>; differences: ReadModelDifference[] } {
-  const a = dumpReadModels(live);
-  const b = dumpReadModels(replayed);
   const tables: Record<string, number> = {};
   const differences: ReadModelDifference[] = [];
-  for (const table of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) {
-    const left = a[table] ?? [];
-    const right = b[table] ?? [];
-    tables[table] = left.length;
-    const length = Math.max(left.length, right.length);
-    for (let index = 0; index < length; index++) {
-      if (JSON.stringify(left[index]) !== JSON.stringify(right[index])) {
-        differences.push({ table, live: left.length, replayed: right.length, firstDifference: { live: left[index] ?? null, replayed: right[index] ?? null } });
-        break;
+  const count = (db: Database.Database, table: string) => (db.prepare(`SELECT count(*) AS n FROM "${table}"`).get() as { n: number }).n;
+  const replayedTables = new Set(tablesOf(replayed));
+  for (const table of [...new Set([...tablesOf(live), ...replayedTables])].sort()) {
+    const liveRows = tablesOf(live).includes(table) ? count(live, table) : 0;
+    const replayedRows = replayedTables.has(table) ? count(replayed, table) : 0;
+    tables[table] = liveRows;
+    const left = liveRows > 0 ? live.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).iterate() : [][Symbol.iterator]();
+    const right = replayedRows > 0 ? replayed.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).iterate() : [][Symbol.iterator]();
+    try {
+      for (;;) {
+        const a = left.next();
+        const b = right.next();
+        if (a.done && b.done) break;
+        if (JSON.stringify(a.value) !== JSON.stringify(b.value)) {
+          differences.push({ table, live: liveRows, replayed: replayedRows, firstDifference: { live: a.value ?? null, replayed: b.value ?? null } });
+          break;
+        }
       }
+    } finally {
+      left.return?.();
+      right.return?.();
     }
   }
   return { tables, differences };

@@ -154,7 +154,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   for (const kind of PROCESSOR_KINDS) {
     const handle = work[kind];
     if (!has(kind) || !handle || !projector) continue;
-    consumers.push(new WorkConsumer({ kind, messageLog, schemas, projector, concurrency: concurrency[kind], log: logger.child({ component: `${kind}-processor` }), handle }));
+    consumers.push(new WorkConsumer({ kind, messageLog, schemas, eventStore, projector, concurrency: concurrency[kind], log: logger.child({ component: `${kind}-processor` }), handle }));
   }
   const relay = has('relay')
     ? new EventRelay({
@@ -191,6 +191,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (projections?.failed) return { ready: false, reason: `projections failed: ${projections.failed}`, details };
     if (projections && !projections.caughtUp) return { ready: false, reason: 'projections are catching up', details };
     if (!messagingStarted && (relay || consumers.length > 0)) return { ready: false, reason: 'joining the message log', details };
+    if (relay?.failure) return { ready: false, reason: `relay: ${relay.failure}`, details };
     return { ready: true, details };
   };
 

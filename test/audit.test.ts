@@ -82,14 +82,10 @@ describe('the audit trail and replay', () => {
     const { events, pages } = await allPages(`/v1/batches/${batch.id}/events`, 4);
 
     expect(pages).toBe(3);
-    expect(events.map((event) => event.type)).toEqual([
-      'BatchCreated',
-      'BatchValidated',
-      ...events.slice(2, 9).map((event) => event.type),
-      'BatchFinalizing',
-      'BatchCompleted',
-    ]);
+    expect(events).toHaveLength(11);
+    expect(events.map((event) => event.type).filter((type) => !type.startsWith('Line'))).toEqual(['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted']);
     const outcomes = events.slice(2, 9);
+    for (const outcome of outcomes) expect(['LineCompleted', 'LineFailed']).toContain(outcome.type);
     expect(outcomes.filter((event) => event.type === 'LineCompleted')).toHaveLength(6);
     expect(outcomes.filter((event) => event.type === 'LineFailed').map((event) => event.data.custom_id)).toEqual(['r4']);
     expect(new Set(outcomes.map((event) => event.data.line)).size).toBe(7);

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { AssignerProtocol, Kafka, logLevel } from 'kafkajs';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNode } from '../bench/processes.js';
@@ -138,8 +139,19 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     expect(done.status).toBe('completed');
     expect(done.request_counts).toEqual({ total, completed: total - 7, failed: 7 });
     await expectEveryLineOnce(batch.id, total);
-    // The dead processor's chunks were handed to the survivor.
     expect(await handled('inference-2')).toBeGreaterThan(survivorBefore);
+    // The group handed the dead processor's partitions to the survivor: it alone holds them all.
+    const admin = new Kafka({ brokers: [broker.brokers], logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const partitions = (await admin.fetchTopicMetadata({ topics: ['spool.batch.inference'] })).topics[0]!.partitions;
+      const { groups } = await admin.describeGroups(['spool-inference']);
+      expect(groups[0]!.members).toHaveLength(1);
+      const assignment = AssignerProtocol.MemberAssignment.decode(groups[0]!.members[0]!.memberAssignment);
+      expect(assignment?.assignment['spool.batch.inference']?.sort((a, b) => a - b)).toEqual(partitions.map((partition) => partition.partitionId).sort((a: number, b: number) => a - b));
+    } finally {
+      await admin.disconnect();
+    }
   }, 180_000);
 
   it('completes a batch while the Kafka broker is stopped and started again', async () => {

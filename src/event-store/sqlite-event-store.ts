@@ -219,12 +219,21 @@ function toPosition(sequence: number): Position {
   return { commit: value, prepare: value };
 }
 
+// Data and metadata are parsed when first read: several readers (the projector, the relay) go
+// through every event, and most of them look at the data of only some (a line outcome carries a
+// whole response body).
 function toRecordedEvent(row: EventRow): RecordedEvent {
+  let data: Record<string, unknown> | undefined;
+  let metadata: RecordedEvent['metadata'] | undefined;
   return {
     id: row.event_id,
     type: row.type,
-    data: JSON.parse(row.data) as Record<string, unknown>,
-    metadata: JSON.parse(row.metadata) as RecordedEvent['metadata'],
+    get data() {
+      return (data ??= JSON.parse(row.data) as Record<string, unknown>);
+    },
+    get metadata() {
+      return (metadata ??= JSON.parse(row.metadata) as RecordedEvent['metadata']);
+    },
     streamName: row.stream_name,
     revision: BigInt(row.revision),
     position: toPosition(row.position),

@@ -150,6 +150,7 @@ class PartitionWorker {
       await this.member.slots.acquire();
       let handled = false;
       try {
+        if (!this.active) return;
         handled = await this.handle(message);
       } finally {
         this.member.slots.release();

@@ -30,6 +30,7 @@ const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
 // (producers through their callers, consumers by restarting), so a broker that is away for a
 // while is waited for rather than treated as fatal.
 const RETRY = { retries: 8, initialRetryTime: 300, maxRetryTime: 5_000 };
+const PUBLISH_SLICE = 200;
 
 /** The message log on Apache Kafka, through kafkajs. */
 export class KafkaMessageLog implements MessageLog {
@@ -90,17 +91,27 @@ export class KafkaMessageLog implements MessageLog {
   async publish(topic: string, messages: readonly OutgoingMessage[]): Promise<void> {
     if (messages.length === 0) return;
     const producer = await this.connectedProducer();
-    await producer.send({
-      topic,
-      acks: -1,
-      messages: messages.map((message) => ({ key: message.key, value: message.value, headers: { ...message.headers, ...(message.spread !== undefined ? { [SPREAD_HEADER]: String(message.spread) } : {}) } })),
-    });
+    // In slices, so that one request stays well under the broker's message size limit.
+    for (let start = 0; start < messages.length; start += PUBLISH_SLICE) {
+      await producer.send({
+        topic,
+        acks: -1,
+        messages: messages
+          .slice(start, start + PUBLISH_SLICE)
+          .map((message) => ({ key: message.key, value: message.value, headers: { ...message.headers, ...(message.spread !== undefined ? { [SPREAD_HEADER]: String(message.spread) } : {}) } })),
+      });
+    }
   }
 
   async consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer> {
     const member = new KafkaGroupMember(this.kafka, this.settings, options, handler, this.log, () => this.consumers.delete(member));
     this.consumers.add(member);
-    await member.start();
+    try {
+      await member.start();
+    } catch (error) {
+      await member.stop().catch(() => undefined);
+      throw error;
+    }
     return member;
   }
 
@@ -133,6 +144,8 @@ function delivered(topic: string, partition: number, message: KafkaMessage): Del
 
 class KafkaGroupMember implements Consumer {
   private consumer: KafkaConsumer | undefined;
+  /** Messages being handled and committed: a graceful stop waits for them while still a member. */
+  private readonly inFlight = new Set<Promise<void>>();
   private stopping = false;
   private abandoned = false;
   private abandonNow: () => void = () => undefined;
@@ -168,9 +181,31 @@ class KafkaGroupMember implements Consumer {
       // leaving the group is delivered again to whoever takes the partition.
       eachMessage: async ({ topic, partition, message, heartbeat }) => {
         if (this.stopping || this.abandoned) return;
-        const handled = await this.handle(delivered(topic, partition, message), heartbeat);
-        if (handled) await this.commit(topic, partition, message.offset);
+        const work = (async () => {
+          const handled = await this.handle(delivered(topic, partition, message), heartbeat);
+          if (handled) await this.commit(topic, partition, message.offset);
+        })();
+        this.inFlight.add(work);
+        try {
+          await work;
+        } finally {
+          this.inFlight.delete(work);
+        }
       },
+    });
+    // kafkajs restarts a consumer after most failures by itself; one it gives up on is started
+    // again here, so that a processor never sits idle while it still answers its probes.
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      if (payload.restart || this.stopping || this.abandoned) return;
+      this.log.error({ err: payload.error, group: this.options.groupId }, 'consumer crashed; joining the group again');
+      setTimeout(() => {
+        if (this.stopping || this.abandoned) return;
+        void consumer
+          .disconnect()
+          .catch(() => undefined)
+          .then(() => this.start())
+          .catch((error: unknown) => this.log.error({ err: error, group: this.options.groupId }, 'could not join the group again'));
+      }, 1_000).unref();
     });
   }
 
@@ -213,6 +248,14 @@ class KafkaGroupMember implements Consumer {
     if (this.stopping) return;
     this.stopping = true;
     this.forget();
+    // Commits only count while the consumer runs: take nothing new, let what is running finish
+    // and commit, then leave the group.
+    try {
+      this.consumer?.pause(this.options.topics.map((topic) => ({ topic })));
+    } catch {
+      // not running yet: there is nothing to finish
+    }
+    await Promise.allSettled([...this.inFlight]);
     await this.consumer?.disconnect();
   }
 

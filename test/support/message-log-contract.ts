@@ -106,6 +106,29 @@ export function messageLogContract(name: string, open: () => Promise<MessageLog>
       ]);
     });
 
+    it('commits what a stopping member finishes, and hands on only what it did not start', async () => {
+      const topic = unique('stop');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      const group = unique('g');
+      await log.publish(topic, [{ key: 'k', value: 'slow' }, { key: 'k', value: 'after' }]);
+      let release: () => void = () => undefined;
+      let started = false;
+      const stopping = await log.consume({ groupId: group, topics: [topic] }, async (message) => {
+        if (message.value !== 'slow') return;
+        started = true;
+        await new Promise<void>((resolve) => (release = resolve));
+      });
+      await until(() => started);
+      const stopped = stopping.stop();
+      release();
+      await stopped;
+      const later: string[] = [];
+      await consume({ groupId: group, topics: [topic] }, async (message) => void later.push(message.value));
+      await until(() => later.length >= 1);
+      await quiet();
+      expect(later).toEqual(['after']);
+    });
+
     it('resumes a group from its committed offsets; a new group starts at the beginning', async () => {
       const topic = unique('resume');
       await log.ensureTopics([{ topic, partitions: 2 }]);
