@@ -346,7 +346,7 @@ if (results.builtin) {
 const document = [
   '# Benchmark results',
   '',
-  'Written by `npm run bench` (every benchmark, about 10 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those, e.g. `batch`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`; the other sections stay as they were). ' +
+  'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`; the other sections stay as they were). ' +
     'In every round the baseline and the service run back to back on the same input, so ratios compare like with like on a shared, noisy machine; each figure is the median over the rounds, and each ratio the median of the rounds\' ratios. No timing is asserted in the test suite.',
   '',
   '| item | baseline | spool | spool / baseline | target | |',
