@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../src/package-root.js';
 import { type KafkaBroker, startKafkaBroker } from './kafka-broker.js';
 import { peakRssMiB, startNode, stop } from './processes.js';
-import { BENCH_API_KEY } from './spool.js';
+import { BENCH_API_KEY, waitForReady } from './spool.js';
 
 /** The roles of the scaled-out shape, each its own process, as deploy/ runs them. */
 const ROLES: Array<{ name: string; args: string[] }> = [
@@ -56,7 +56,7 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
     await start('api', ['serve']);
     const perProcess = String(Math.max(1, Math.floor(concurrency / 2)));
     await Promise.all(ROLES.map((role) => start(role.name, role.args, role.name.startsWith('inference') ? { ENGINE_CONCURRENCY: perProcess } : {})));
-    for (const { url } of children.values()) await waitReady(url);
+    for (const { url } of children.values()) await waitForReady(url, 120_000);
   } catch (error) {
     await stopAll();
     throw error;
@@ -69,17 +69,6 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
     peakRss: () => Object.fromEntries([...children].map(([name, { child }]) => [name, peakRssMiB(child.pid!)])),
     stop: stopAll,
   };
-}
-
-async function waitReady(url: string): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const answer = await fetch(`${url}/ready`).catch(() => undefined);
-    await answer?.arrayBuffer();
-    if (answer?.status === 200) return;
-    if (Date.now() > deadline) throw new Error(`${url} was not ready within two minutes`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 export { startKafkaBroker };

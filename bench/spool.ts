@@ -29,15 +29,20 @@ export async function startSpool(dataDir: string, env: Record<string, string> = 
     profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
   );
   const url = match[1]!;
-  const deadline = Date.now() + 60_000;
+  await waitForReady(url, 60_000);
+  return { child, url };
+}
+
+/** Resolves once a Spool process answers /ready with 200. */
+export async function waitForReady(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ready = await fetch(`${url}/ready`).catch(() => undefined);
     await ready?.arrayBuffer();
-    if (ready?.status === 200) break;
-    if (Date.now() > deadline) throw new Error(`${url} was not ready within a minute`);
+    if (ready?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs / 1000} s`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { child, url };
 }
 
 /** When each event type was first and last recorded in a data directory's embedded log (ms). */
