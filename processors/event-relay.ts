@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
-import type { Validation } from '../src/domain/batch.js';
+import { type Validation, parseBatchLinesStreamName } from '../src/domain/batch.js';
 import {
   type EventStore,
   type Position,
@@ -61,8 +61,6 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
   }
 }
 
-const LINES_STREAM = /^batchlines-(.+)-\d+$/;
-
 const BATCH_STATUS_AFTER: Record<string, string | null> = {
   BatchCreated: 'validating',
   BatchValidated: 'in_progress',
@@ -118,8 +116,8 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       if (event.type === 'BatchCancelRequested' || event.type === 'BatchExpiryStarted' || event.type === 'BatchFinalizing') finalizeLooks.set(batchId, event);
     } else if (event.type === 'LineCompleted' || event.type === 'LineFailed') {
       // The batch id from the stream's name: the outcome's data (a whole response) is not read.
-      const batchId = LINES_STREAM.exec(event.streamName)?.[1];
-      if (batchId) finalizeLooks.set(batchId, event);
+      const lines = parseBatchLinesStreamName(event.streamName);
+      if (lines) finalizeLooks.set(lines.batchId, event);
     } else if (event.streamName.startsWith('weights-') && typeof event.data.model === 'string') {
       weightLooks.set(event.data.model, event);
     }

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { LineCompletedData, LineFailedData } from '../src/application/line-outcomes.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
-import type { BatchError, BatchEvent, BatchStatus, ChunkSpec } from '../src/domain/batch.js';
+import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, parseBatchLinesStreamName } from '../src/domain/batch.js';
 import type { JobEvent } from '../src/domain/job.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
@@ -36,8 +36,6 @@ export const jobsProjection: Projection = {
     ).run(event.data);
   },
 };
-
-const LINES_STREAM = /^batchlines-(.+)-(\d+)$/;
 
 /** Counts the batch events (not line outcomes) applied to a database: what BatchesQueries caches goes stale with it. */
 const batchEventsApplied = new WeakMap<Database.Database, number>();
@@ -106,9 +104,9 @@ export const batchesProjection: Projection = {
     db.exec('DROP TABLE IF EXISTS batches; DROP TABLE IF EXISTS batch_chunks; DROP TABLE IF EXISTS batch_errors;');
   },
   apply(db, recorded) {
-    const lines = LINES_STREAM.exec(recorded.streamName);
+    const lines = parseBatchLinesStreamName(recorded.streamName);
     if (lines) {
-      applyLineOutcome(db, recorded, Number(lines[2]));
+      applyLineOutcome(db, recorded, lines.chunk);
       return;
     }
     batchEventsApplied.set(db, (batchEventsApplied.get(db) ?? 0) + 1);

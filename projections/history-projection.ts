@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { EventStore, RecordedEvent } from '../src/event-store/event-store.js';
 import { positionToString } from '../src/event-store/event-store.js';
+import { parseBatchLinesStreamName } from '../src/domain/batch.js';
 import type { Projection } from './projection.js';
 import { statement } from './read-model-store.js';
 
@@ -10,8 +11,8 @@ import { statement } from './read-model-store.js';
  * here, so the stream name alone decides.
  */
 export function historySubject(streamName: string): string | undefined {
-  const lines = /^batchlines-(.+)-(\d+)$/.exec(streamName);
-  if (lines) return `batch:${lines[1]}`;
+  const lines = parseBatchLinesStreamName(streamName);
+  if (lines) return `batch:${lines.batchId}`;
   const match = /^(batch|file|weights)-(.+)$/.exec(streamName);
   return match ? `${match[1]}:${match[2]}` : undefined;
 }
