@@ -4,8 +4,7 @@ import { join } from 'node:path';
 import { BuiltinEngine } from '../src/engine/builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
-import { packageRoot } from '../src/package-root.js';
-import { median, startNode, stop } from './processes.js';
+import { median, startSpoolCli, stop } from './processes.js';
 
 const BENCH_KEY = 'bench-api-key-0123456789';
 
@@ -49,8 +48,8 @@ export async function benchBuiltinEngine(rounds = 3): Promise<BuiltinResult> {
     const latencies: number[] = [];
     for (let round = 0; round < rounds; round++) {
       const dataDir = mkdtempSync(join(work, 'data-'));
-      const service = await startNode(join(packageRoot, 'dist/src/cli.js'), ['serve'], { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_KEY }, /"url":"(http:\/\/[^"]+)"/);
-      const url = `${service.match[1]}/compat/v1/chat/completions`;
+      const service = await startSpoolCli(['serve'], { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_KEY });
+      const url = `${service.url}/compat/v1/chat/completions`;
       const requests = 200;
       let next = 0;
       const started = process.hrtime.bigint();

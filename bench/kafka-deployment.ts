@@ -1,9 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { packageRoot } from '../src/package-root.js';
 import { type KafkaBroker, startKafkaBroker } from './kafka-broker.js';
-import { peakRssMiB, startNode, stop } from './processes.js';
-import { BENCH_API_KEY, waitForReady } from './spool.js';
+import { peakRssMiB, startSpoolCli, stop, waitForReady } from './processes.js';
+import { BENCH_API_KEY } from './spool.js';
 
 /** The roles of the scaled-out shape, each its own process, as deploy/ runs them. */
 const ROLES: Array<{ name: string; args: string[] }> = [
@@ -44,10 +43,8 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
   };
   const children = new Map<string, { child: ChildProcess; url: string }>();
   const start = async (name: string, args: string[], extra: Record<string, string> = {}) => {
-    const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) }, /"url":"(http:\/\/[^"]+)"/);
-    child.stdout?.resume();
-    child.stderr?.resume();
-    children.set(name, { child, url: match[1]! });
+    const { child, url } = await startSpoolCli(args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) });
+    children.set(name, { child, url });
   };
   const stopAll = async () => {
     await Promise.all([...children.values()].map(({ child }) => stop(child)));

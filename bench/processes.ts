@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../src/package-root.js';
 
 /** Peak resident set size of a live process, in MiB (VmHWM: the kernel's own high-water mark). */
 export function peakRssMiB(pid: number): number {
@@ -49,3 +51,28 @@ export const median = (values: number[]): number => {
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 };
+
+/**
+ * Starts the built `spool` CLI (`dist/src/cli.js ARGS`) and resolves once it logs the URL it
+ * serves on (`PORT=0` picks a free port), without waiting for /ready.
+ */
+export async function startSpoolCli(
+  args: string[],
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+): Promise<{ child: ChildProcess; url: string }> {
+  const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), args, env, /"url":"(http:\/\/[^"]+)"/, nodeArgs);
+  return { child, url: match[1]! };
+}
+
+/** Resolves once a Spool process answers /ready with 200. */
+export async function waitForReady(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ready = await fetch(`${url}/ready`).catch(() => undefined);
+    await ready?.arrayBuffer();
+    if (ready?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -2,8 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { packageRoot } from '../src/package-root.js';
-import { startNode } from './processes.js';
+import { startSpoolCli, waitForReady } from './processes.js';
 
 export const BENCH_API_KEY = 'bench-api-key-0123456789';
 
@@ -21,28 +20,13 @@ export interface SpoolProcess {
 export async function startSpool(dataDir: string, env: Record<string, string> = {}): Promise<SpoolProcess> {
   const profileDir = process.env.BENCH_PROFILE;
   if (profileDir) mkdirSync(profileDir, { recursive: true });
-  const { child, match } = await startNode(
-    join(packageRoot, 'dist/src/cli.js'),
+  const { child, url } = await startSpoolCli(
     ['serve'],
     { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env },
-    /"url":"(http:\/\/[^"]+)"/,
     profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
   );
-  const url = match[1]!;
   await waitForReady(url, 60_000);
   return { child, url };
-}
-
-/** Resolves once a Spool process answers /ready with 200. */
-export async function waitForReady(url: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ready = await fetch(`${url}/ready`).catch(() => undefined);
-    await ready?.arrayBuffer();
-    if (ready?.status === 200) return;
-    if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs / 1000} s`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 /** When each event type was first and last recorded in a data directory's embedded log (ms). */

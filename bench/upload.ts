@@ -3,7 +3,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packageRoot } from '../src/package-root.js';
-import { median, peakRssMiB, startNode, stop } from './processes.js';
+import { median, peakRssMiB, startNode, startSpoolCli, stop } from './processes.js';
 
 const MIB = 1024 * 1024;
 const BOUNDARY = 'spool-bench-boundary';
@@ -79,13 +79,8 @@ async function measure(path: string, size: number, rounds: number, work: string)
     rmSync(baseDir, { recursive: true, force: true });
 
     const dataDir = mkdtempSync(join(work, 'spool-'));
-    const service = await startNode(
-      join(packageRoot, 'dist/src/cli.js'),
-      ['serve'],
-      { PORT: '0', DATA_DIR: dataDir, API_KEY: 'bench-api-key-0123456789' },
-      /"url":"(http:\/\/[^"]+)"/,
-    );
-    spool.push(size / MIB / (await upload(`${service.match[1]}/v1/files`, path, size)));
+    const service = await startSpoolCli(['serve'], { PORT: '0', DATA_DIR: dataDir, API_KEY: 'bench-api-key-0123456789' });
+    spool.push(size / MIB / (await upload(`${service.url}/v1/files`, path, size)));
     spoolRss.push(peakRssMiB(service.child.pid!));
     await stop(service.child);
     rmSync(dataDir, { recursive: true, force: true });

@@ -1,17 +1,14 @@
 import type { ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/package-root.js';
-import { startNode } from '../bench/processes.js';
+import { startSpoolCli } from '../bench/processes.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, tempDir, waitUntilReady } from './support/service.js';
 
 /** `spool serve` as its own OS process, as `npm start` runs it. */
 async function startSpool(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), ['serve'], env, /"url":"(http:\/\/[^"]+)"/);
-  return { child, url: match[1]! };
+  return startSpoolCli(['serve'], env);
 }
 
 describe('crash safety', () => {

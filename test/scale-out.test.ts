@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { AssignerProtocol, Kafka, logLevel } from 'kafkajs';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNode } from '../bench/processes.js';
+import { startSpoolCli } from '../bench/processes.js';
 import { packageRoot } from '../src/package-root.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -52,11 +52,11 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
 
   async function start(name: string, args: string[]): Promise<void> {
     const dataDir = join(root, name);
-    const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), args, { ...env, DATA_DIR: dataDir }, /"url":"(http:\/\/[^"]+)"/);
+    const { child, url } = await startSpoolCli(args, { ...env, DATA_DIR: dataDir });
     const logFile = join(logs, `${name}.log`);
     child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
     child.stderr?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
-    processes.set(name, { child, url: match[1]! });
+    processes.set(name, { child, url });
   }
 
   const ready = async (name: string) => (await (await fetch(`${processes.get(name)!.url}/ready`)).json()) as { status: string; roles: string[]; processors?: Record<string, { handled: number }> };

@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { waitForReady } from '../../bench/processes.js';
 import { inject } from 'vitest';
 import type { Clock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
@@ -71,15 +72,8 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   return { ...service, dataDir, readModels, projector, fleet, sweeper };
 }
 
-export async function waitUntilReady(url: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const answer = await fetch(`${url}/ready`).catch(() => undefined);
-    if (answer?.status === 200) return;
-    if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Resolves once the service answers /ready with 200. */
+export const waitUntilReady = (url: string, timeoutMs = 30_000): Promise<void> => waitForReady(url, timeoutMs);
 
 /** Posts a multipart upload built by hand, so tests control every byte of it. */
 export async function uploadFile(
