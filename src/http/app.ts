@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
-import { installBearerAuth } from './bearer-auth.js';
+import { notFound } from './api-error.js';
+import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
 import { installErrorHandling } from './error-handler.js';
 import { OpenApiDocument } from './openapi.js';
 import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
@@ -38,6 +39,8 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
   });
 
+  // Before anything else sees a route: the check is attached to each protected route itself.
+  installBearerAuth(app, deps.apiKey);
   const openapi = new OpenApiDocument({
     title: 'Spool',
     version: SERVICE_VERSION,
@@ -46,7 +49,6 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   app.addHook('onRoute', (route) => openapi.register(route));
 
   installErrorHandling(app);
-  installBearerAuth(app, deps.apiKey);
   await app.register(multipart, {
     limits: {
       // The route enforces the per-purpose limits with a message naming them; this is a backstop.
@@ -66,6 +68,13 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerCompatRoutes(app, deps);
   registerWeightRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  // Unknown paths under a protected prefix are protected routes too: without the token a caller
+  // learns nothing of which routes exist there.
+  for (const prefix of PROTECTED_PREFIXES) {
+    app.all(`${prefix}*`, async (request) => {
+      throw notFound(`Unknown route: ${request.method} ${request.url.split('?')[0]}`);
+    });
+  }
   return app;
 }
 
