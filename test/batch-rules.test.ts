@@ -184,7 +184,9 @@ describe('batch rules', () => {
 
   describe('expiry', () => {
     it('stops a batch past its expires_at: partial output, the rest batch_expired, status expired', async () => {
-      const lines = Array.from({ length: 10 }, (_, index) => chatLine(`x-${index}`, `slowly [slow:200] ${index}`));
+      // 10 lines of 1 s at concurrency 2 take 5 s: ample time for the expiry watch (1 s period)
+      // to stop the batch even on a loaded machine.
+      const lines = Array.from({ length: 10 }, (_, index) => chatLine(`x-${index}`, `slowly [slow:1000] ${index}`));
       const input = await upload(lines.join('\n'));
       const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as CreateParams);
       expect(created.expires_at).toBe(created.created_at + 3600);
