@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
@@ -20,6 +19,7 @@ import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
 import { WeightsQueries } from '../projections/weights-projection.js';
 import { resolveApiKey } from './api-key.js';
+import { makePrivateDirectory } from './private-files.js';
 import { BatchLifecycle } from './application/batch-lifecycle.js';
 import { FileRegistry } from './application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file.js';
@@ -92,7 +92,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
     const { EventStoreDbEventStore } = await import('./event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
   } else {
-    mkdirSync(dirname(config.eventsFile), { recursive: true });
+    makePrivateDirectory(dirname(config.eventsFile));
     inner = new SqliteEventStore(config.eventsFile);
   }
   return new SchemaCheckedEventStore(inner, new EventSchemas());
@@ -122,7 +122,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const has = (role: Role) => roles.has(role);
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? pino({ level: config.logLevel });
-  mkdirSync(config.dataDir, { recursive: true });
+  makePrivateDirectory(config.dataDir);
   const apiKey = has('api') ? resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`))) : '';
 
   const eventStore = options.eventStore ?? (await openEventStore(config));

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, opendir, rename, rm, stat } from 'node:fs/promises';
+import { opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
 import { type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 
 /**
@@ -24,10 +25,10 @@ export class LocalBlobStore implements BlobStore {
 
   async put(key: string, body: Readable): Promise<void> {
     const path = this.pathOf(key);
-    await mkdir(dirname(path), { recursive: true });
+    await makePrivateDirectoryAsync(dirname(path));
     const partial = join(dirname(path), `.${randomUUID()}.partial`);
     try {
-      await pipeline(body, createWriteStream(partial, { flush: true }));
+      await pipeline(body, createWriteStream(partial, { flush: true, mode: PRIVATE_FILE_MODE }));
       await rename(partial, path);
     } catch (error) {
       await rm(partial, { force: true });
