@@ -1,8 +1,10 @@
-import { mkdirSync, readdirSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteRelayCheckpoint } from '../processors/event-relay.js';
+import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { chatLine, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { type WholeService, startTestService, tempDir } from './support/service.js';
 
@@ -57,6 +59,23 @@ describe('the relay checkpoint file', () => {
       expect(Object.entries(modes).filter(([path, mode]) => path !== '.' && mode !== '600')).toEqual([]);
     } finally {
       checkpoint.close();
+    }
+  });
+});
+
+describe('an event log written by an earlier version with a wider mode', () => {
+  it('is narrowed to its owner when Spool opens it', async () => {
+    const path = join(tempDir('earlier'), 'events.sqlite');
+    const earlier = new Database(path);
+    earlier.pragma('journal_mode = WAL');
+    earlier.close();
+    chmodSync(path, 0o644);
+    const store = new SqliteEventStore(path);
+    try {
+      expect((statSync(path).mode & 0o777).toString(8)).toBe('600');
+      expect((statSync(`${path}-wal`).mode & 0o777).toString(8)).toBe('600');
+    } finally {
+      await store.close();
     }
   });
 });
