@@ -9,6 +9,7 @@ import {
   positionFromString,
   positionToString,
 } from '../src/event-store/event-store.js';
+import { preparePrivateDatabaseFile } from '../src/private-files.js';
 import { type MessageLog, type OutgoingMessage, nextRetryDelay, partitionFor } from '../src/message-log/message-log.js';
 import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
 
@@ -41,6 +42,7 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
   private readonly saveStatement: Database.Statement<[string]>;
 
   constructor(path: string) {
+    preparePrivateDatabaseFile(path);
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     this.db.exec('CREATE TABLE IF NOT EXISTS relay_checkpoint (id INTEGER PRIMARY KEY CHECK (id = 1), position TEXT NOT NULL)');

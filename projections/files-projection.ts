@@ -114,6 +114,11 @@ export class FilesQueries {
     return { data: hasMore ? rows.slice(0, query.limit) : rows, hasMore };
   }
 
+  /** The file's status whether deleted or expired or not; undefined if no such file was uploaded. */
+  statusOf(fileId: string): 'active' | 'deleted' | 'expired' | undefined {
+    return this.db.prepare<[string], { status: 'active' | 'deleted' | 'expired' }>('SELECT status FROM files WHERE id = ?').get(fileId)?.status;
+  }
+
   /** Active files whose expires_at has passed, oldest expiry first. */
   dueForExpiry(now: number, limit: number): FileRow[] {
     return this.db

@@ -1,10 +1,12 @@
 import Database from 'better-sqlite3';
+import { preparePrivateDatabaseFile } from '../src/private-files.js';
 
 /**
  * The SQLite file that holds every read model and each projection's checkpoint. It is disposable:
  * delete it and the projections rebuild it from the event log.
  */
 export function openReadModelStore(path: string): Database.Database {
+  preparePrivateDatabaseFile(path);
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   // A lost tail after a power cut is re-projected from the log: the checkpoint commits with the rows.

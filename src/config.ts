@@ -21,6 +21,10 @@ export interface Config {
   readonly logLevel: string;
   /** How often expired files are looked for. */
   readonly fileSweepIntervalSeconds: number;
+  /** How often the blob store is swept for debris of uploads cut short. */
+  readonly blobSweepIntervalSeconds: number;
+  /** Partial writes and unrecorded content untouched for this long are debris. */
+  readonly blobDebrisGraceSeconds: number;
   /** A JSON array of job definitions reserved at start. */
   readonly jobsFile: string | undefined;
   /** An OpenAI-compatible inference server for batches; undefined: no engine yet. */
@@ -148,6 +152,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
 
   const fileSweepIntervalSeconds = integer('FILE_SWEEP_INTERVAL_SECONDS', 60, 1, 86400);
+  const blobSweepIntervalSeconds = integer('BLOB_SWEEP_INTERVAL_SECONDS', 3600, 1, 7 * 86400);
+  const blobDebrisGraceSeconds = integer('BLOB_DEBRIS_GRACE_SECONDS', 3600, 1, 30 * 86400);
 
   const engineBaseUrl = value('ENGINE_BASE_URL');
   if (engineBaseUrl !== undefined && !/^https?:\/\/\S+$/.test(engineBaseUrl)) {
@@ -181,6 +187,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     s3: { region: value('AWS_REGION') ?? value('AWS_DEFAULT_REGION'), endpoint, forcePathStyle: forcePathStyleRaw === 'true' },
     logLevel,
     fileSweepIntervalSeconds,
+    blobSweepIntervalSeconds,
+    blobDebrisGraceSeconds,
     jobsFile: value('JOBS_FILE'),
     fleetFile: value('FLEET_FILE'),
     engine,

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
@@ -8,6 +7,7 @@ import { BatchExpiryWatch } from '../processors/batch-expiry-watch.js';
 import { BatchFinalizer } from '../processors/batch-finalizer.js';
 import { BatchRunner } from '../processors/batch-runner.js';
 import { BatchValidator } from '../processors/batch-validator.js';
+import { BlobDebrisSweeper } from '../processors/blob-debris-sweeper.js';
 import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../processors/event-relay.js';
 import { FileExpirySweeper } from '../processors/file-expiry-sweeper.js';
 import { WeightSyncer } from '../processors/weight-syncer.js';
@@ -20,7 +20,9 @@ import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
 import { WeightsQueries } from '../projections/weights-projection.js';
 import { resolveApiKey } from './api-key.js';
+import { makePrivateDirectory } from './private-files.js';
 import { BatchLifecycle } from './application/batch-lifecycle.js';
+import { BlobReferences } from './application/blob-references.js';
 import { FileRegistry } from './application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file.js';
 import { JobRegistry } from './application/job-registry.js';
@@ -81,6 +83,8 @@ export interface RunningService {
   readonly relay: EventRelay | undefined;
   /** The file expiry sweeper, in a process with the API. */
   readonly sweeper: FileExpirySweeper | undefined;
+  /** The blob debris sweeper, in a process with the API. */
+  readonly debrisSweeper: BlobDebrisSweeper | undefined;
   close(): Promise<void>;
 }
 
@@ -92,7 +96,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
     const { EventStoreDbEventStore } = await import('./event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
   } else {
-    mkdirSync(dirname(config.eventsFile), { recursive: true });
+    makePrivateDirectory(dirname(config.eventsFile));
     inner = new SqliteEventStore(config.eventsFile);
   }
   return new SchemaCheckedEventStore(inner, new EventSchemas());
@@ -122,7 +126,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const has = (role: Role) => roles.has(role);
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? pino({ level: config.logLevel });
-  mkdirSync(config.dataDir, { recursive: true });
+  makePrivateDirectory(config.dataDir);
   const apiKey = has('api') ? resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`))) : '';
 
   const eventStore = options.eventStore ?? (await openEventStore(config));
@@ -173,6 +177,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const sweeper =
     has('api') && parts
       ? new FileExpirySweeper({ files: parts.files, queries: parts.filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) }, config.fileSweepIntervalSeconds * 1000)
+      : undefined;
+  const debrisSweeper =
+    has('api') && parts
+      ? new BlobDebrisSweeper(
+          { blobStore, references: new BlobReferences({ eventStore, filesQueries: parts.filesQueries }), log: logger.child({ component: 'blob-debris-sweeper' }) },
+          { intervalMs: config.blobSweepIntervalSeconds * 1000, graceMs: config.blobDebrisGraceSeconds * 1000 },
+        )
       : undefined;
 
   let messagingStarted = false;
@@ -230,6 +241,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await parts?.runner.idle();
     fleet?.stop();
     await sweeper?.stop();
+    await debrisSweeper?.stop();
     await projector?.stop();
     await messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly'));
     await eventStore.close();
@@ -250,6 +262,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await projector?.start();
     if (has('api') && parts) await reserveConfiguredJobs(config, parts.jobs, logger);
     sweeper?.start();
+    debrisSweeper?.start();
     fleet?.startHealthChecks(config.engine.cooldownMs || 5000);
     const caughtUp = projector ? projector.whenCaughtUp() : Promise.resolve();
     // The processors act on the read models: they start once those hold the whole log, and the
@@ -279,7 +292,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet, relay, sweeper, close };
+  return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet, relay, sweeper, debrisSweeper, close };
 }
 
 /** The application services and processors that work on the read models. */

@@ -31,6 +31,12 @@ export type CommandMetadata = Omit<EventMetadata, 'schemaVersion'>;
 
 export const fileBlobKey = (fileId: string): string => `files/${fileId}`;
 
+/** The file whose content a blob key holds; undefined for a key of another shape. */
+export function fileIdOfBlobKey(key: string): string | undefined {
+  const match = /^files\/([^/]+)$/.exec(key);
+  return match?.[1];
+}
+
 /**
  * Files as the application sees them: content in the blob store, facts in the event log. Content
  * is stored in full before the FileUploaded event is appended, and removed again if the append

@@ -17,8 +17,21 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   /** Keys under a prefix, in no particular order. */
   list(prefix: string): AsyncIterable<string>;
+  /** Objects under a prefix with when each was last written, in no particular order. */
+  entries(prefix: string): AsyncIterable<BlobEntry>;
+  /**
+   * Removes what puts cut short by a dead process left behind (a local partial file, an incomplete
+   * S3 multipart upload) that has not been written to since `before`; returns how many. A put in
+   * progress writes all the time, so it is left alone unless it stalled since `before`.
+   */
+  removeAbandonedWrites(before: Date): Promise<number>;
   /** Where objects live, for logs and /ready. */
   readonly description: string;
+}
+
+export interface BlobEntry {
+  readonly key: string;
+  readonly modifiedAt: Date;
 }
 
 export class BlobNotFoundError extends Error {

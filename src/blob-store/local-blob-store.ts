@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, opendir, rename, rm, stat } from 'node:fs/promises';
+import { opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
+import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 
 /**
  * Blobs as files under a directory. A put writes to a hidden sibling and renames it into place
@@ -24,10 +25,10 @@ export class LocalBlobStore implements BlobStore {
 
   async put(key: string, body: Readable): Promise<void> {
     const path = this.pathOf(key);
-    await mkdir(dirname(path), { recursive: true });
+    await makePrivateDirectoryAsync(dirname(path));
     const partial = join(dirname(path), `.${randomUUID()}.partial`);
     try {
-      await pipeline(body, createWriteStream(partial, { flush: true }));
+      await pipeline(body, createWriteStream(partial, { flush: true, mode: PRIVATE_FILE_MODE }));
       await rename(partial, path);
     } catch (error) {
       await rm(partial, { force: true });
@@ -63,11 +64,46 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async *list(prefix: string): AsyncIterable<string> {
-    yield* walk(this.root, this.root, prefix);
+    for await (const entry of this.entries(prefix)) yield entry.key;
+  }
+
+  async *entries(prefix: string): AsyncIterable<BlobEntry> {
+    for await (const file of walk(this.root)) {
+      if (isPartial(file.name)) continue;
+      const key = relative(this.root, file.path).split(sep).join('/');
+      if (!key.startsWith(prefix)) continue;
+      const modifiedAt = await modifiedAtOf(file.path);
+      if (modifiedAt) yield { key, modifiedAt };
+    }
+  }
+
+  async removeAbandonedWrites(before: Date): Promise<number> {
+    let removed = 0;
+    for await (const file of walk(this.root)) {
+      if (!isPartial(file.name)) continue;
+      const modifiedAt = await modifiedAtOf(file.path);
+      if (modifiedAt && modifiedAt < before) {
+        await rm(file.path, { force: true });
+        removed += 1;
+      }
+    }
+    return removed;
   }
 }
 
-async function* walk(root: string, dir: string, prefix: string): AsyncIterable<string> {
+const isPartial = (name: string) => name.startsWith('.') && name.endsWith('.partial');
+
+/** When the file was last written; undefined if it is gone (renamed into place, removed) meanwhile. */
+async function modifiedAtOf(path: string): Promise<Date | undefined> {
+  try {
+    return (await stat(path)).mtime;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+async function* walk(dir: string): AsyncIterable<{ path: string; name: string }> {
   let entries;
   try {
     entries = await opendir(dir);
@@ -77,10 +113,7 @@ async function* walk(root: string, dir: string, prefix: string): AsyncIterable<s
   }
   for await (const entry of entries) {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) yield* walk(root, path, prefix);
-    else if (entry.isFile() && !entry.name.endsWith('.partial')) {
-      const key = relative(root, path).split(sep).join('/');
-      if (key.startsWith(prefix)) yield key;
-    }
+    if (entry.isDirectory()) yield* walk(path);
+    else if (entry.isFile()) yield { path, name: entry.name };
   }
 }

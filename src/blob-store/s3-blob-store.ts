@@ -6,12 +6,14 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  ListPartsCommand,
   PutObjectCommand,
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import type { S3Location } from './s3-location.js';
 
 export interface S3ClientSettings {
@@ -152,15 +154,58 @@ export class S3BlobStore implements BlobStore {
   }
 
   async *list(prefix: string): AsyncIterable<string> {
-    const root = this.location.prefix ? `${this.location.prefix}/` : '';
+    for await (const entry of this.entries(prefix)) yield entry.key;
+  }
+
+  async *entries(prefix: string): AsyncIterable<BlobEntry> {
+    const root = this.root();
     let ContinuationToken: string | undefined;
     do {
       const page = await this.client.send(
         new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix: root + prefix, ContinuationToken }),
       );
-      for (const object of page.Contents ?? []) if (object.Key) yield object.Key.slice(root.length);
+      for (const object of page.Contents ?? []) if (object.Key) yield { key: object.Key.slice(root.length), modifiedAt: object.LastModified ?? new Date(0) };
       ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (ContinuationToken);
+  }
+
+  /**
+   * Aborts multipart uploads under the prefix begun before `before` whose last part, if any, is
+   * older too: a put in progress sends a part every partSize bytes. Servers without
+   * ListMultipartUploads make this throw; a bucket lifecycle rule (AbortIncompleteMultipartUpload)
+   * does the same job there.
+   */
+  async removeAbandonedWrites(before: Date): Promise<number> {
+    const Bucket = this.location.bucket;
+    let removed = 0;
+    let KeyMarker: string | undefined;
+    let UploadIdMarker: string | undefined;
+    do {
+      const page = await this.client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: this.root(), KeyMarker, UploadIdMarker }));
+      for (const upload of page.Uploads ?? []) {
+        if (!upload.Key || !upload.UploadId || !upload.Initiated || upload.Initiated >= before) continue;
+        if ((await this.lastPartAt(upload.Key, upload.UploadId)) >= before) continue;
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key: upload.Key, UploadId: upload.UploadId }));
+        removed += 1;
+      }
+      [KeyMarker, UploadIdMarker] = page.IsTruncated ? [page.NextKeyMarker, page.NextUploadIdMarker] : [undefined, undefined];
+    } while (KeyMarker !== undefined);
+    return removed;
+  }
+
+  private async lastPartAt(Key: string, UploadId: string): Promise<Date> {
+    let latest = new Date(0);
+    let PartNumberMarker: string | undefined;
+    do {
+      const page = await this.client.send(new ListPartsCommand({ Bucket: this.location.bucket, Key, UploadId, PartNumberMarker }));
+      for (const part of page.Parts ?? []) if (part.LastModified && part.LastModified > latest) latest = part.LastModified;
+      PartNumberMarker = page.IsTruncated ? page.NextPartNumberMarker : undefined;
+    } while (PartNumberMarker !== undefined);
+    return latest;
+  }
+
+  private root(): string {
+    return this.location.prefix ? `${this.location.prefix}/` : '';
   }
 }
 

@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { isNotFound } from '../blob-store/s3-blob-store.js';
 import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
 import { headerLength, parseHeader } from './builtin/safetensors.js';
 import { ConcurrencyLimit } from './concurrency-limit.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
 
 export interface CheckpointFile {
   readonly name: string;
@@ -88,7 +89,7 @@ export class S3CheckpointSource {
    * not leave the pool idle.
    */
   async transfer(bucket: string, prefix: string, files: readonly CheckpointFile[], folder: string): Promise<Array<{ name: string; bytes: number; sha256: string }>> {
-    await mkdir(folder, { recursive: true });
+    await makePrivateDirectoryAsync(folder);
     const pool = new ConcurrencyLimit(this.settings.parallel);
     const settled = await Promise.allSettled(files.map((file) => this.transferFile(bucket, prefix, file, folder, pool)));
     const failed = settled.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
@@ -99,7 +100,7 @@ export class S3CheckpointSource {
   private async transferFile(bucket: string, prefix: string, file: CheckpointFile, folder: string, pool: ConcurrencyLimit): Promise<{ name: string; bytes: number; sha256: string }> {
     const target = join(folder, file.name);
     const partial = `${target}.partial`;
-    const handle = await open(partial, 'w');
+    const handle = await open(partial, 'w', PRIVATE_FILE_MODE);
     try {
       const parts: Array<{ start: number; end: number }> = [];
       for (let start = 0; start < file.bytes; start += this.settings.partBytes) parts.push({ start, end: Math.min(file.bytes, start + this.settings.partBytes) - 1 });

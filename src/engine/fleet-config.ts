@@ -7,6 +7,7 @@ import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/
 import { Transformer } from './builtin/transformer.js';
 import { BuiltinReplica, Fleet, HttpReplica, type Replica, ReplicaPool } from './fleet.js';
 import { ImageResolver } from './image-resolver.js';
+import { PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE } from '../private-files.js';
 
 /** The model the embedded default serves, on a checkpoint generated on first start. */
 export const DEFAULT_MODEL = 'spool-tiny';
@@ -83,7 +84,8 @@ export function readFleetSpec(path: string): FleetSpec {
 function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: boolean): Transformer {
   if (!existsSync(join(checkpoint, 'config.json'))) {
     if (!generateIfMissing) throw new Error(`model ${model}: no checkpoint at ${checkpoint}`);
-    createCheckpoint(checkpoint, DEFAULT_CHECKPOINT);
+    // Generated under DATA_DIR, so private like everything else there.
+    createCheckpoint(checkpoint, DEFAULT_CHECKPOINT, { directory: PRIVATE_DIRECTORY_MODE, file: PRIVATE_FILE_MODE });
   }
   return new Transformer(loadCheckpoint(checkpoint));
 }

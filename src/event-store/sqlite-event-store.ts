@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
+import { preparePrivateDatabaseFile } from '../private-files.js';
 import {
   type AppendResult,
   type EventBatchHandler,
@@ -42,6 +43,7 @@ export class SqliteEventStore implements EventStore {
     /** How often a subscription looks for events that another process appended. */
     private readonly pollIntervalMs = 50,
   ) {
+    preparePrivateDatabaseFile(path);
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');

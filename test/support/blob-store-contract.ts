@@ -99,6 +99,16 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
       expect(await listKeys(store, `${run}/list/`)).toEqual([`${run}/list/deeper/two`, `${run}/list/one`]);
     });
 
+    it('lists objects under a prefix with when each was written', async () => {
+      const before = Date.now() - 2000; // S3 keeps whole seconds
+      await store.put(`${run}/dated/one`, Readable.from([Buffer.from('1')]));
+      const entries: Array<{ key: string; modifiedAt: Date }> = [];
+      for await (const entry of store.entries(`${run}/dated/`)) entries.push(entry);
+      expect(entries.map((entry) => entry.key)).toEqual([`${run}/dated/one`]);
+      expect(entries[0]!.modifiedAt.getTime()).toBeGreaterThan(before);
+      expect(entries[0]!.modifiedAt.getTime()).toBeLessThan(Date.now() + 2000);
+    });
+
     it('refuses keys that could escape their place', async () => {
       await expect(store.put('../escape', Readable.from([]))).rejects.toThrow(/invalid blob key/);
       await expect(store.get('a/../../b')).rejects.toThrow(/invalid blob key/);

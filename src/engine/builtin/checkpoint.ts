@@ -177,7 +177,7 @@ function randomNormals(seed: number): () => number {
  * seeds give the same architecture with other weights; other layers or hidden sizes another
  * architecture; --quantize int8 another quantization.
  */
-export function createCheckpoint(directory: string, options: CheckpointOptions): ModelConfig {
+export function createCheckpoint(directory: string, options: CheckpointOptions, modes: { directory?: number; file?: number } = {}): ModelConfig {
   const heads = options.heads ?? Math.max(1, Math.floor(options.hidden / 16));
   const config: ModelConfig = {
     architectures: [ARCHITECTURE],
@@ -227,12 +227,13 @@ export function createCheckpoint(directory: string, options: CheckpointOptions):
     tensors.push({ name, shape: spec.shape, ...floats(values) });
   }
 
-  mkdirSync(directory, { recursive: true });
-  writeFileSync(join(directory, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
+  mkdirSync(directory, { recursive: true, ...(modes.directory === undefined ? {} : { mode: modes.directory }) });
+  const write = (name: string, data: string | Uint8Array) => writeFileSync(join(directory, name), data, modes.file === undefined ? {} : { mode: modes.file });
+  write('config.json', `${JSON.stringify(config, null, 2)}\n`);
   const shards = Math.max(1, Math.min(options.shards ?? 1, tensors.length));
   const metadata = { format: 'pt', generator: 'spool checkpoint create', seed: String(options.seed) };
   if (shards === 1) {
-    writeFileSync(join(directory, 'model.safetensors'), serialize(tensors, metadata));
+    write('model.safetensors', serialize(tensors, metadata));
     return config;
   }
   const weightMap: Record<string, string> = {};
@@ -242,13 +243,13 @@ export function createCheckpoint(directory: string, options: CheckpointOptions):
     const part = tensors.slice(shard * per, (shard + 1) * per);
     if (part.length === 0) continue;
     const file = `model-${String(shard + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`;
-    writeFileSync(join(directory, file), serialize(part, metadata));
+    write(file, serialize(part, metadata));
     for (const tensor of part) {
       weightMap[tensor.name] = file;
       totalSize += tensor.data.length;
     }
   }
-  writeFileSync(join(directory, 'model.safetensors.index.json'), `${JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2)}\n`);
+  write('model.safetensors.index.json', `${JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2)}\n`);
   return config;
 }
 
