@@ -4,8 +4,11 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from 'pino';
 import { notFound } from './api-error.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
-import { installErrorHandling } from './error-handler.js';
+import { MAX_PATH_PARAMETER_LENGTH, answerClientError, answerFrameworkError, answerUnmetExpectation, installErrorHandling } from './error-handler.js';
+import { installJsonBodyParser } from './json-body.js';
 import { OpenApiDocument } from './openapi.js';
+import { installRequestChecks } from './request-checks.js';
+import { compileRequestValidator } from './request-validation.js';
 import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
 import { type CompatRouteDeps, registerCompatRoutes } from './routes/compat.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
@@ -13,6 +16,7 @@ import { type HistoryRouteDeps, registerHistoryRoutes } from './routes/history.j
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
+import { UPLOAD_FIELD_SIZE_LIMIT } from './upload-form.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
@@ -22,6 +26,18 @@ export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Whatever layer refuses a request (Node's parser, the router, Fastify), the answer is JSON in
+ * the error envelope or the 422 validation shape. Node's bare 400 for a missing Host is replaced
+ * by a check of our own (request-checks.ts).
+ */
+const ANSWER_EVERY_ERROR_AS_JSON = {
+  frameworkErrors: answerFrameworkError,
+  clientErrorHandler: answerClientError,
+  routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
+  http: { requireHostHeader: false },
+} as const;
 
 export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
@@ -34,7 +50,10 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
+    ...ANSWER_EVERY_ERROR_AS_JSON,
   });
+  app.setValidatorCompiler(compileRequestValidator);
+  answerUnmetExpectation(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -49,13 +68,15 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   app.addHook('onRoute', (route) => openapi.register(route));
 
   installErrorHandling(app);
+  installRequestChecks(app);
+  installJsonBodyParser(app);
   await app.register(multipart, {
     limits: {
       // The route enforces the per-purpose limits with a message naming them; this is a backstop.
       fileSize: deps.limits.maxFileBytes + 1,
       files: 1,
       fields: 8,
-      fieldSize: 64 * 1024,
+      fieldSize: UPLOAD_FIELD_SIZE_LIMIT,
       parts: 10,
       headerPairs: 100,
     },
@@ -80,7 +101,8 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
 
 /** A processor's HTTP server: only /live, /ready and /openapi.json, for health probes. */
 export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger }): Promise<FastifyInstance> {
-  const app: FastifyInstance = Fastify({ loggerInstance: deps.logger as FastifyBaseLogger, disableRequestLogging: true, return503OnClosing: true });
+  const app: FastifyInstance = Fastify({ loggerInstance: deps.logger as FastifyBaseLogger, disableRequestLogging: true, return503OnClosing: true, ...ANSWER_EVERY_ERROR_AS_JSON });
+  answerUnmetExpectation(app);
   const openapi = new OpenApiDocument({ title: 'Spool processor', version: SERVICE_VERSION, description: 'Health of one Spool processor.' });
   app.addHook('onRoute', (route) => openapi.register(route));
   installErrorHandling(app);

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobNotFoundError } from '../blob-store/blob-store.js';
 import { SizeLimitExceededError } from '../blob-store/byte-meter.js';
@@ -15,6 +17,27 @@ const MULTIPART_CODES = new Set([
   'FST_REQ_FILE_TOO_LARGE',
 ]);
 
+/** Path or query parameters that cannot even be read, answered with the 422 validation shape. */
+export class MalformedParametersError extends Error {
+  override readonly name = 'MalformedParametersError';
+  constructor(
+    readonly location: 'path' | 'query',
+    readonly problems: ReadonlyArray<{ readonly name: string; readonly problem: string; readonly rule: string }>,
+  ) {
+    super(`Malformed ${location} parameters`);
+  }
+
+  toBody() {
+    return {
+      detail: this.problems.map(({ name, problem, rule }) => ({
+        loc: name ? [this.location, name] : [this.location],
+        msg: `${name || this.location} ${problem}`,
+        type: `value_error.${rule}`,
+      })),
+    };
+  }
+}
+
 /**
  * Every error leaves as JSON: the spec's envelope, or for malformed path and query parameters the
  * validation shape with 422. Nothing of a stack or an internal message reaches the client.
@@ -27,6 +50,7 @@ export function installErrorHandling(app: FastifyInstance): void {
 
   app.setErrorHandler((raw: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) => {
     const error = raw as FastifyError;
+    if (error instanceof MalformedParametersError) return reply.status(422).send(error.toBody());
     if (error.validation && error.validationContext !== 'body') {
       const where = LOCATIONS[error.validationContext ?? ''] ?? String(error.validationContext);
       return reply.status(422).send({
@@ -71,6 +95,9 @@ export function toApiError(error: FastifyError | Error): ApiError {
     return invalidRequest(`Invalid ${path || 'body'}: ${first?.message ?? 'is invalid'}${allowed}`, path);
   }
   const code = fastifyError.code ?? '';
+  if (code === 'FST_FILES_LIMIT') {
+    return invalidRequest('Only one file per upload: send the content once, as the field "file"', 'file', 'duplicate_parameter');
+  }
   if (code === 'FST_REQ_FILE_TOO_LARGE') return tooLarge('File is too large', 'file');
   if (MULTIPART_CODES.has(code) || /multipart|boundary|unexpected end of form|malformed part header/i.test(error.message)) {
     return invalidRequest(`Malformed multipart/form-data body: ${error.message}`, 'file', 'invalid_multipart');
@@ -80,6 +107,82 @@ export function toApiError(error: FastifyError | Error): ApiError {
     return new ApiError(415, 'Unsupported Content-Type', 'invalid_request_error', 'unsupported_media_type');
   }
   const status = fastifyError.statusCode ?? 500;
-  if (status >= 400 && status < 500) return new ApiError(status, error.message, 'invalid_request_error', code ? code.toLowerCase() : 'invalid_request');
+  // Fastify's own codes (FST_ERR_…) name its internals, not the client's mistake.
+  if (status >= 400 && status < 500) return new ApiError(status, error.message, 'invalid_request_error', code && !code.startsWith('FST_') ? code.toLowerCase() : 'invalid_request');
   return new ApiError(500, 'The server had an error while processing your request', 'server_error', 'internal_error');
+}
+
+/**
+ * The longest path parameter the router passes on to validation. The schemas allow ids of 128
+ * characters and model names of 256; percent-encoded, a character may take up to 12. Anything
+ * longer is refused by the router itself (see answerFrameworkError).
+ */
+export const MAX_PATH_PARAMETER_LENGTH = 4096;
+
+/**
+ * Fastify's `frameworkErrors`: a path the router cannot decode, or a path parameter longer than
+ * the router takes. Both are malformed path parameters: the 422 validation shape.
+ */
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  request.log.info({ err: { message: error.message, code: error.code } }, 'request refused');
+  if (error.code === 'FST_ERR_BAD_URL') {
+    void reply.status(422).send(new MalformedParametersError('path', [{ name: '', problem: 'is not valid percent-encoded UTF-8', rule: 'url_encoding' }]).toBody());
+    return;
+  }
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    void reply
+      .status(422)
+      .send(new MalformedParametersError('path', [{ name: '', problem: `has a parameter longer than ${MAX_PATH_PARAMETER_LENGTH} characters`, rule: 'max_length' }]).toBody());
+    return;
+  }
+  const answer = toApiError(error);
+  void reply.status(answer.statusCode).send(answer.toBody());
+}
+
+
+/** What Node's HTTP parser reports, in the envelope's terms. */
+function describeClientError(error: NodeJS.ErrnoException & { reason?: string }): { status: number; code: string; message: string } {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, code: 'request_timeout', message: 'The request was not received in time' };
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, code: 'headers_too_large', message: 'The request headers are larger than the server takes' };
+    case 'HPE_INVALID_METHOD':
+      return { status: 400, code: 'malformed_request', message: 'Unknown HTTP method' };
+    default:
+      return { status: 400, code: 'malformed_request', message: `Malformed HTTP request${error.reason ? `: ${error.reason}` : ''}` };
+  }
+}
+
+/**
+ * Node's `clientError`: the request could not be parsed (bad request line, headers, framing) or
+ * did not arrive in time. No request object exists, so the envelope is written as a raw HTTP/1.1
+ * answer and the connection closed, as it cannot be read any further.
+ */
+export function answerClientError(error: NodeJS.ErrnoException & { reason?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response already under way on this connection cannot be followed by another.
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (!socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const { status, code, message } = describeClientError(error);
+  const body = JSON.stringify(new ApiError(status, message, 'invalid_request_error', code).toBody());
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  // A client that never reads its answer does not keep the socket.
+  setTimeout(() => socket.destroy(), 1000).unref();
+}
+
+/** An Expect header other than 100-continue: Node would answer 417 with no body. */
+export function answerUnmetExpectation(app: FastifyInstance): void {
+  app.server.on('checkExpectation', (request, response) => {
+    const body = JSON.stringify(
+      new ApiError(417, `Unsupported Expect header ${JSON.stringify(request.headers.expect)}: only 100-continue is understood`, 'invalid_request_error', 'expectation_failed').toBody(),
+    );
+    response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    response.end(body);
+  });
 }

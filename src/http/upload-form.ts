@@ -1,6 +1,6 @@
 import { Ajv } from 'ajv';
 import type { ExpiresAfter, UPLOAD_PURPOSES } from '../domain/file.js';
-import { invalidRequest } from './api-error.js';
+import { ApiError, invalidRequest } from './api-error.js';
 import { httpSchema } from './http-schemas.js';
 
 export type UploadPurpose = (typeof UPLOAD_PURPOSES)[number];
@@ -17,6 +17,31 @@ const fieldsSchema = { ...formSchema, required: ['purpose'], properties: fieldPr
 const ajv = new Ajv({ allErrors: false, strict: false });
 const validateFields = ajv.compile<{ purpose: UploadPurpose; expires_after?: ExpiresAfter }>(fieldsSchema);
 const purposes = (formSchema.properties as { purpose: { enum: string[] } }).purpose.enum;
+
+/** The largest text field of an upload form, in bytes (the multipart parser's fieldSize). */
+export const UPLOAD_FIELD_SIZE_LIMIT = 64 * 1024;
+
+/** A text part of the form, as @fastify/multipart hands it over. */
+export interface UploadFieldPart {
+  readonly fieldname: string;
+  /** Text, or already parsed when the part declared Content-Type: application/json. */
+  readonly value: unknown;
+  readonly valueTruncated: boolean;
+}
+
+/**
+ * Adds one text part to the fields read so far. A field sent twice is refused, naming it, rather
+ * than one of the values silently winning; so is a value cut short by the multipart size limit.
+ */
+export function collectUploadField(fields: Map<string, string>, part: UploadFieldPart, fieldSizeLimit: number): void {
+  if (part.valueTruncated) {
+    throw new ApiError(413, `The field ${JSON.stringify(part.fieldname)} is over the limit of ${fieldSizeLimit} bytes for a form field`, 'invalid_request_error', 'field_too_large', part.fieldname);
+  }
+  if (fields.has(part.fieldname)) {
+    throw invalidRequest(`The field ${JSON.stringify(part.fieldname)} was sent more than once: send it once`, part.fieldname, 'duplicate_parameter');
+  }
+  fields.set(part.fieldname, typeof part.value === 'string' ? part.value : JSON.stringify(part.value));
+}
 
 /** The purpose, if it came before the file, checked at once so a bad upload is refused unread. */
 export function checkEarlyPurpose(fields: ReadonlyMap<string, string>): void {

@@ -9,7 +9,7 @@ import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
 import { requestMetadata } from '../request-metadata.js';
-import { checkEarlyPurpose, parseUploadFields } from '../upload-form.js';
+import { UPLOAD_FIELD_SIZE_LIMIT, checkEarlyPurpose, collectUploadField, parseUploadFields } from '../upload-form.js';
 
 export interface FileRouteDeps {
   readonly files: FileRegistry;
@@ -82,7 +82,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
       try {
         for await (const part of request.parts()) {
           if (part.type === 'field') {
-            fields.set(part.fieldname, String(part.value));
+            collectUploadField(fields, part, UPLOAD_FIELD_SIZE_LIMIT);
             continue;
           }
           if (part.fieldname !== 'file') throw invalidRequest(`Unexpected file field ${JSON.stringify(part.fieldname)}: send the content as "file"`, part.fieldname);
