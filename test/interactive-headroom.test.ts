@@ -29,7 +29,7 @@ describe('decaying estimators', () => {
 });
 
 describe('interactive headroom (Little’s law)', () => {
-  const settings = { timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000 };
+  const settings = { timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.9 };
 
   it('is zero before any interactive traffic', () => {
     expect(new InteractiveHeadroom(settings).slots(1_000_000)).toBe(0);
@@ -71,6 +71,25 @@ describe('interactive headroom (Little’s law)', () => {
     for (let i = 1; i < slots.length; i++) expect(slots[i]).toBeLessThanOrEqual(slots[i - 1]!);
     expect(slots[3]).toBeGreaterThanOrEqual(1);
     expect(slots[4]).toBe(0);
+  });
+
+  it('never reserves so much that batches get less than 90% of what interactive traffic leaves idle', () => {
+    const headroom = new InteractiveHeadroom(settings);
+    for (let t = 0; t <= 120_000; t += 200) {
+      headroom.arrived(t);
+      headroom.served(t, 400);
+    }
+    // Load 2: the margin asks for 5 slots.
+    expect(headroom.reserve(120_000, 64)).toBe(5);
+    // Of 8 slots interactive leaves 6 idle; batches keep ⌈0.9 × 6⌉ = 6, so 2 are reserved.
+    expect(headroom.reserve(120_000, 8)).toBe(2);
+    // One slot and a trickle of interactive traffic: the batch keeps it.
+    const trickle = new InteractiveHeadroom(settings);
+    trickle.arrived(0);
+    trickle.served(10, 10);
+    expect(trickle.slots(20)).toBe(1);
+    expect(trickle.reserve(20, 1)).toBe(0);
+    expect(trickle.reserve(20, 0)).toBe(0);
   });
 
   it('an arrival with no latency sample yet still reserves one slot', () => {

@@ -7,9 +7,11 @@ export interface HeadroomSettings {
   readonly spread: number;
   /** No interactive arrival for this long: no slot is kept free at all. */
   readonly idleAfterMs: number;
+  /** Of the capacity interactive traffic leaves idle (capacity − λW), others keep at least this share. */
+  readonly leftoverShare: number;
 }
 
-export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000 };
+export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000, leftoverShare: 0.9 };
 
 /**
  * How many engine slots to keep free for interactive requests, from the interactive load seen.
@@ -51,5 +53,17 @@ export class InteractiveHeadroom {
     if (now - this.lastArrival > this.settings.idleAfterMs) return 0;
     const load = this.load(now);
     return Math.max(1, Math.ceil(load + this.settings.spread * Math.sqrt(load) - 1e-9));
+  }
+
+  /**
+   * The slots to keep free out of `capacity`: what slots() asks, but never so many that other work
+   * gets less than leftoverShare of capacity − λW. On a small engine the margin gives way (8 slots,
+   * load 2: 2 kept free, not 5), and a one-slot engine keeps none: batches would otherwise stop
+   * whenever anyone used /compat/v1.
+   */
+  reserve(now: number, capacity: number): number {
+    if (capacity <= 0) return 0;
+    const kept = Math.ceil(this.settings.leftoverShare * Math.max(0, capacity - this.load(now)) - 1e-9);
+    return Math.max(0, Math.min(this.slots(now), capacity - kept));
   }
 }
