@@ -1,17 +1,35 @@
 // A local OpenAI-compatible upstream for the batch benchmarks, run as its own process:
-//   node dist/bench/upstream.js LATENCY_MS CONCURRENCY
+//   node dist/bench/upstream.js LATENCY_MS CONCURRENCY [--policy fcfs|priority]
 // Each chat completion is answered after a fixed latency; at most CONCURRENCY requests are
-// served at once and the others wait in arrival order, as an inference server's scheduler would.
-// GET /stats answers how many requests it served and the most it held in service at once.
+// served at once and the others wait, as an inference server's scheduler would: in arrival order
+// (fcfs, the default), or with --policy priority the way vLLM's `--scheduling-policy priority`
+// does: lowest `priority` request field first (absent: 0), ties by arrival. Unlike vLLM it never
+// preempts a request already in service.
+// GET /stats answers how many requests it served, the most it held in service at once, and the
+// latency (arrival to answer) per priority value; GET /metrics answers vLLM's load gauges.
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 
-const latencyMs = Number(process.argv[2] ?? 0);
-const concurrency = Number(process.argv[3] ?? 64);
+const positional: string[] = [];
+let policy = 'fcfs';
+for (let i = 2; i < process.argv.length; i++) {
+  const arg = process.argv[i]!;
+  if (arg === '--policy') policy = process.argv[++i] ?? '';
+  else positional.push(arg);
+}
+if (policy !== 'fcfs' && policy !== 'priority') {
+  process.stderr.write(`--policy must be fcfs or priority, not ${JSON.stringify(policy)}\n`);
+  process.exit(2);
+}
+const latencyMs = Number(positional[0] ?? 0);
+const concurrency = Number(positional[1] ?? 64);
 
 let active = 0;
 let maxActive = 0;
 let served = 0;
-const waiting: Array<() => void> = [];
+// Kept in service order: by priority, then arrival (fcfs: every priority counts as equal).
+const waiting: Array<{ priority: number; seq: number; admit: () => void }> = [];
+let arrivals = 0;
+const latencies = new Map<number, number[]>();
 // The time integral of requests in service, from the first request to the last answer: divided
 // by that span, the mean number of requests the client kept in service.
 let integral = 0;
@@ -25,16 +43,53 @@ const track = (delta: number) => {
   active += delta;
 };
 
-async function admit(): Promise<void> {
-  if (active >= concurrency) await new Promise<void>((resolve) => waiting.push(resolve));
-  else track(1);
+async function admit(priority: number): Promise<void> {
+  if (active >= concurrency) {
+    const entry = { priority: policy === 'priority' ? priority : 0, seq: arrivals++, admit: () => {} };
+    const done = new Promise<void>((resolve) => (entry.admit = resolve));
+    // Insert after every entry that goes first: equal priorities keep arrival order.
+    let index = waiting.length;
+    while (index > 0 && waiting[index - 1]!.priority > entry.priority) index--;
+    waiting.splice(index, 0, entry);
+    await done;
+  } else track(1);
   maxActive = Math.max(maxActive, active);
 }
 
 function release(): void {
   const next = waiting.shift();
-  if (next) next();
+  if (next) next.admit();
   else track(-1);
+}
+
+/** vLLM's priority field: an integer, absent meaning 0; anything else is not a priority. */
+function priorityOf(body: string): number {
+  try {
+    const priority = (JSON.parse(body) as { priority?: unknown }).priority;
+    return typeof priority === 'number' && Number.isInteger(priority) ? priority : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function latencySummary(): Record<string, { count: number; meanMs: number; p50Ms: number; p95Ms: number; maxMs: number }> {
+  const summary: Record<string, { count: number; meanMs: number; p50Ms: number; p95Ms: number; maxMs: number }> = {};
+  for (const [priority, values] of latencies) {
+    const sorted = [...values].sort((a, b) => a - b);
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+    summary[String(priority)] = { count: sorted.length, meanMs: sorted.reduce((a, b) => a + b, 0) / sorted.length, p50Ms: at(0.5), p95Ms: at(0.95), maxMs: sorted[sorted.length - 1]! };
+  }
+  return summary;
+}
+
+function metrics(): string {
+  const gauge = (name: string, help: string, value: number) =>
+    `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${name}{model_name="bench-model"} ${value}\n`;
+  return (
+    gauge('vllm:num_requests_running', 'Number of requests in model execution batches.', active) +
+    gauge('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', waiting.length) +
+    gauge('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage (here: requests in service / slots).', active / concurrency)
+  );
 }
 
 function answer(body: string): string {
@@ -55,13 +110,15 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   if (request.method === 'GET') {
     if (request.url === '/stats') {
       const meanActive = changedAt > firstAt ? integral / (changedAt - firstAt) : 0;
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ served, maxActive, meanActive }));
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ served, maxActive, meanActive, latencyByPriority: latencySummary() }));
       // Each /stats read starts a new measurement window.
       integral = 0;
       firstAt = 0;
       served = 0;
       maxActive = active;
+      latencies.clear();
     }
+    else if (request.url === '/metrics') response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(metrics());
     else if (request.url === '/v1/models') response.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[]}');
     else response.writeHead(404).end();
     request.resume();
@@ -69,11 +126,17 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   }
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
-  await admit();
+  const body = Buffer.concat(chunks).toString();
+  const priority = priorityOf(body);
+  const arrivedAt = performance.now();
+  await admit(priority);
   try {
     if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs));
-    const text = answer(Buffer.concat(chunks).toString());
+    const text = answer(body);
     response.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${served}` }).end(text);
+    const values = latencies.get(priority) ?? [];
+    values.push(performance.now() - arrivedAt);
+    latencies.set(priority, values);
   } catch (error) {
     response.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: String(error), type: 'invalid_request_error', param: null, code: null } }));
   } finally {

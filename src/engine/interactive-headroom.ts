@@ -1,0 +1,69 @@
+import { DecayingMean, DecayingRate } from './decaying-estimators.js';
+
+export interface HeadroomSettings {
+  /** How fast the estimates forget: arrivals and latencies older than this weigh e⁻¹. */
+  readonly timeConstantMs: number;
+  /** Safety margin in standard deviations of the number of interactive requests in service. */
+  readonly spread: number;
+  /** No interactive arrival for this long: no slot is kept free at all. */
+  readonly idleAfterMs: number;
+  /** Of the capacity interactive traffic leaves idle (capacity − λW), others keep at least this share. */
+  readonly leftoverShare: number;
+}
+
+export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000, leftoverShare: 0.9 };
+
+/**
+ * How many engine slots to keep free for interactive requests, from the interactive load seen.
+ *
+ * Little's law: the mean number of interactive requests in service is L = λ·W (arrival rate ×
+ * time in service). Arrivals from many independent clients are close to Poisson, so the number
+ * in service at any moment is roughly Poisson(L), whose spread is √L. Keeping L + z·√L slots
+ * (square-root staffing) means an arriving request finds one free with probability about
+ * Φ(z) (z = 2: ~97%) at any load. A fixed multiple of L instead keeps too few slots when L is
+ * small (1.5 × 1 leaves 2, while P(N ≥ 2) is 26%) and wastes many when L is large, taking from
+ * the capacity batches are promised (at least 90% of what interactive traffic leaves idle).
+ */
+export class InteractiveHeadroom {
+  private readonly rate: DecayingRate;
+  private readonly latency: DecayingMean;
+  private lastArrival = Number.NEGATIVE_INFINITY;
+
+  constructor(readonly settings: HeadroomSettings = DEFAULT_HEADROOM) {
+    this.rate = new DecayingRate(settings.timeConstantMs);
+    this.latency = new DecayingMean(settings.timeConstantMs);
+  }
+
+  arrived(at: number): void {
+    this.rate.record(at);
+    this.lastArrival = Math.max(this.lastArrival, at);
+  }
+
+  /** An interactive request answered after `latencyMs` in service (queueing excluded). */
+  served(at: number, latencyMs: number): void {
+    if (latencyMs >= 0) this.latency.record(at, latencyMs);
+  }
+
+  /** The mean number of interactive requests in service, λ·W. */
+  load(now: number): number {
+    return (this.rate.perSecond(now) / 1000) * (this.latency.value(now) ?? 0);
+  }
+
+  slots(now: number): number {
+    if (now - this.lastArrival > this.settings.idleAfterMs) return 0;
+    const load = this.load(now);
+    return Math.max(1, Math.ceil(load + this.settings.spread * Math.sqrt(load) - 1e-9));
+  }
+
+  /**
+   * The slots to keep free out of `capacity`: what slots() asks, but never so many that other work
+   * gets less than leftoverShare of capacity − λW. On a small engine the margin gives way (8 slots,
+   * load 2: 2 kept free, not 5), and a one-slot engine keeps none: batches would otherwise stop
+   * whenever anyone used /compat/v1.
+   */
+  reserve(now: number, capacity: number): number {
+    if (capacity <= 0) return 0;
+    const kept = Math.ceil(this.settings.leftoverShare * Math.max(0, capacity - this.load(now)) - 1e-9);
+    return Math.max(0, Math.min(this.slots(now), capacity - kept));
+  }
+}

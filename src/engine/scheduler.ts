@@ -1,0 +1,205 @@
+import { FairDeadlineQueue } from './fair-deadline-queue.js';
+import { DEFAULT_HEADROOM, type HeadroomSettings, InteractiveHeadroom } from './interactive-headroom.js';
+import type { ServiceClass } from './urgency.js';
+
+export type { ServiceClass } from './urgency.js';
+
+/** One request waiting for an engine slot. */
+export interface WorkItem {
+  /** Unique among the work queued or in flight in one scheduler. */
+  readonly id: string;
+  readonly serviceClass: ServiceClass;
+  /** Batch work: epoch ms it is due by (its batch's expires_at). Without one: least urgent. */
+  readonly deadline?: number;
+  /** Batch and background work: equally urgent keys (jobs) share capacity fairly. */
+  readonly fairnessKey?: string;
+  /** Replicas to use only when no other has a free slot: a retry after they failed it. */
+  readonly avoid?: ReadonlySet<string>;
+}
+
+/** A replica as the scheduler sees it: its learned concurrency limit and whether to use it. */
+export interface ReplicaCapacity {
+  readonly id: string;
+  readonly limit: number;
+  /** false while it is left out (failing, cooling down). Default true. */
+  readonly available?: boolean;
+}
+
+export interface Admission<T> {
+  readonly work: T;
+  readonly replica: string;
+}
+
+export interface SchedulerSettings {
+  /** The clock, in epoch ms; tests pass a simulated one. */
+  readonly now?: () => number;
+  readonly headroom?: HeadroomSettings;
+  /** The urgency scale's first step (see urgencyLevel). */
+  readonly urgencyUnitMs?: number;
+}
+
+type Counts = Record<ServiceClass, number>;
+const zero = (): Counts => ({ interactive: 0, batch: 0, background: 0 });
+
+interface Running<T> {
+  readonly work: T;
+  readonly replica: string;
+  readonly admittedAt: number;
+}
+
+/**
+ * What runs next on one model's replicas, and where. Pure: no I/O and no timers; the pool calls
+ * enqueue() when work arrives, admit() whenever something may have changed (work arrived,
+ * work finished, a limit or a replica's health changed) and sends what it returns, and
+ * complete() when an admitted request is over.
+ *
+ * Rules:
+ * 1. Interactive first, in arrival order: while one waits, nothing else is admitted, so it takes
+ *    the very next free slot on any replica.
+ * 2. Batch next: most urgent deadline first, equally urgent jobs sharing slots fairly
+ *    (FairDeadlineQueue).
+ * 3. Background only when no batch work waits.
+ * 4. Batch and background together stay below the available replicas' total limit by a reserve
+ *    that follows the interactive load (InteractiveHeadroom), so an interactive request usually
+ *    finds a slot free instead of waiting for a batch line to finish.
+ * Each replica is held to its limit; work goes to the replica with the most free slots.
+ */
+export class FleetScheduler<T extends WorkItem = WorkItem> {
+  // A Map keeps insertion order and deletes from the middle in O(1): a FIFO that can withdraw.
+  private readonly interactive = new Map<string, T>();
+  private readonly batch: FairDeadlineQueue<T>;
+  private readonly background: FairDeadlineQueue<T>;
+  private readonly queuedAs = new Map<string, ServiceClass>();
+  private readonly running = new Map<string, Running<T>>();
+  private readonly perReplica = new Map<string, Counts>();
+  private readonly headroom: InteractiveHeadroom;
+  private readonly now: () => number;
+
+  constructor(settings: SchedulerSettings = {}) {
+    this.now = settings.now ?? Date.now;
+    this.headroom = new InteractiveHeadroom(settings.headroom ?? DEFAULT_HEADROOM);
+    this.batch = new FairDeadlineQueue<T>(settings.urgencyUnitMs);
+    this.background = new FairDeadlineQueue<T>(settings.urgencyUnitMs);
+  }
+
+  enqueue(work: T): void {
+    if (this.queuedAs.has(work.id) || this.running.has(work.id)) throw new Error(`work ${work.id} is already queued or in flight`);
+    this.queuedAs.set(work.id, work.serviceClass);
+    if (work.serviceClass === 'interactive') {
+      this.interactive.set(work.id, work);
+      // A retry is the same request again, not new load.
+      if (!work.avoid?.size) this.headroom.arrived(this.now());
+    } else if (work.serviceClass === 'batch') this.batch.push(work.id, work, work.fairnessKey ?? '', work.deadline);
+    else this.background.push(work.id, work, work.fairnessKey ?? '', undefined);
+  }
+
+  /** Takes back work still waiting (its caller gave up); undefined when it is not waiting. */
+  withdraw(id: string): T | undefined {
+    const serviceClass = this.queuedAs.get(id);
+    if (!serviceClass) return undefined;
+    this.queuedAs.delete(id);
+    if (serviceClass === 'interactive') {
+      const work = this.interactive.get(id);
+      this.interactive.delete(id);
+      return work;
+    }
+    return (serviceClass === 'batch' ? this.batch : this.background).withdraw(id);
+  }
+
+  /** The work to send now, each with its replica; counted in flight until complete(). */
+  admit(replicas: readonly ReplicaCapacity[]): Array<Admission<T>> {
+    const now = this.now();
+    const usable = replicas.filter((replica) => replica.available !== false);
+    const capacity = usable.reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
+    const othersCap = capacity - this.headroom.reserve(now, capacity);
+    let others = usable.reduce((sum, replica) => {
+      const counts = this.counts(replica.id);
+      return sum + counts.batch + counts.background;
+    }, 0);
+    const admitted: Array<Admission<T>> = [];
+    for (;;) {
+      const first = this.interactive.values().next();
+      if (!first.done) {
+        const replica = this.place(usable, first.value);
+        // No free slot anywhere: the interactive request waits for the next one, and so does everything else.
+        if (!replica) break;
+        this.interactive.delete(first.value.id);
+        admitted.push(this.start(first.value, replica, now));
+        continue;
+      }
+      if (others >= othersCap) break;
+      const queue = this.batch.size > 0 ? this.batch : this.background.size > 0 ? this.background : undefined;
+      const next = queue?.peek(now);
+      if (!queue || !next) break;
+      const replica = this.place(usable, next);
+      if (!replica) break;
+      queue.take(now, (work) => work.id);
+      admitted.push(this.start(next, replica, now));
+      others += 1;
+    }
+    return admitted;
+  }
+
+  /**
+   * Admitted work is over. `answered`: the engine answered it (its time in service then counts
+   * toward the interactive latency estimate; a quick failure would understate it).
+   */
+  complete(id: string, answered = true): void {
+    const run = this.running.get(id);
+    if (!run) return;
+    this.running.delete(id);
+    const counts = this.counts(run.replica);
+    counts[run.work.serviceClass] -= 1;
+    const now = this.now();
+    if (run.work.serviceClass === 'interactive') {
+      if (answered) this.headroom.served(now, now - run.admittedAt);
+    } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(run.work.fairnessKey ?? '');
+  }
+
+  /** Slots batch and background work leave free on these replicas now. */
+  reserve(replicas: readonly ReplicaCapacity[]): number {
+    const capacity = replicas.filter((replica) => replica.available !== false).reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
+    return this.headroom.reserve(this.now(), capacity);
+  }
+
+  queued(): Counts {
+    return { interactive: this.interactive.size, batch: this.batch.size, background: this.background.size };
+  }
+
+  /** In flight on one replica, or on all. */
+  inFlight(replica?: string): Counts {
+    if (replica !== undefined) return { ...this.counts(replica) };
+    const total = zero();
+    for (const counts of this.perReplica.values()) for (const key of Object.keys(total) as ServiceClass[]) total[key] += counts[key];
+    return total;
+  }
+
+  private start(work: T, replica: string, now: number): Admission<T> {
+    this.queuedAs.delete(work.id);
+    this.running.set(work.id, { work, replica, admittedAt: now });
+    this.counts(replica)[work.serviceClass] += 1;
+    return { work, replica };
+  }
+
+  /** The replica with a free slot and the most of them, preferring those the work does not avoid. */
+  private place(replicas: readonly ReplicaCapacity[], work: T): string | undefined {
+    let best: { id: string; free: number; avoided: boolean } | undefined;
+    for (const replica of replicas) {
+      const counts = this.counts(replica.id);
+      const free = Math.floor(replica.limit) - counts.interactive - counts.batch - counts.background;
+      if (free <= 0) continue;
+      const avoided = work.avoid?.has(replica.id) ?? false;
+      if (!best || (best.avoided && !avoided) || (best.avoided === avoided && free > best.free)) best = { id: replica.id, free, avoided };
+    }
+    return best?.id;
+  }
+
+  private counts(replica: string): Counts {
+    let counts = this.perReplica.get(replica);
+    if (!counts) {
+      counts = zero();
+      this.perReplica.set(replica, counts);
+    }
+    return counts;
+  }
+}

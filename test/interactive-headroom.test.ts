@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { DecayingMean, DecayingRate } from '../src/engine/decaying-estimators.js';
+import { InteractiveHeadroom } from '../src/engine/interactive-headroom.js';
+
+describe('decaying estimators', () => {
+  it('a decaying rate converges to the arrival rate and falls off once arrivals stop', () => {
+    const rate = new DecayingRate(10_000);
+    expect(rate.perSecond(0)).toBe(0);
+    // 4 arrivals a second for two minutes: twelve time constants, so the start-up bias is gone.
+    for (let t = 0; t <= 120_000; t += 250) rate.record(t);
+    expect(rate.perSecond(120_000)).toBeGreaterThan(3.9);
+    expect(rate.perSecond(120_000)).toBeLessThan(4.1);
+    // One time constant later without arrivals: e⁻¹ of it.
+    expect(rate.perSecond(130_000)).toBeCloseTo(rate.perSecond(120_000) / Math.E, 6);
+    // Asked about an earlier time than the last arrival: no growth, no negative decay.
+    expect(rate.perSecond(100_000)).toBeCloseTo(rate.perSecond(120_000), 6);
+  });
+
+  it('a decaying mean weighs recent samples more and keeps the last value when samples stop', () => {
+    const mean = new DecayingMean(10_000);
+    expect(mean.value(0)).toBeUndefined();
+    for (let t = 0; t < 60_000; t += 100) mean.record(t, 200);
+    for (let t = 60_000; t < 120_000; t += 100) mean.record(t, 800);
+    // After six time constants of 800, the 200s weigh e⁻⁶ of it.
+    expect(mean.value(120_000)).toBeGreaterThan(795);
+    // No new sample: the mean does not drift toward zero (the rate says how busy, the mean how long).
+    expect(mean.value(10_000_000)).toBeCloseTo(mean.value(120_000)!, 6);
+  });
+});
+
+describe('interactive headroom (Little’s law)', () => {
+  const settings = { timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.9 };
+
+  it('is zero before any interactive traffic', () => {
+    expect(new InteractiveHeadroom(settings).slots(1_000_000)).toBe(0);
+  });
+
+  it('follows arrival rate × latency plus a safety margin that grows as its square root', () => {
+    const headroom = new InteractiveHeadroom(settings);
+    // 5 requests a second, 400 ms each: two in service on average.
+    for (let t = 0; t <= 120_000; t += 200) {
+      headroom.arrived(t);
+      headroom.served(t, 400);
+    }
+    // ⌈2 + 2·√2⌉ = 5: the count in service of Poisson arrivals has a spread of √(λW).
+    expect(headroom.slots(120_000)).toBe(5);
+    expect(headroom.load(120_000)).toBeCloseTo(2, 1);
+
+    // Ten times the rate at the same latency: the slots follow (⌈20 + 2·√20⌉ = 29).
+    for (let t = 120_020; t <= 300_000; t += 20) {
+      headroom.arrived(t);
+      headroom.served(t, 400);
+    }
+    expect(headroom.slots(300_000)).toBe(29);
+  });
+
+  it('keeps at least one slot while there was recent traffic, and decays to none once it stops', () => {
+    const headroom = new InteractiveHeadroom(settings);
+    headroom.arrived(1_000);
+    headroom.served(1_050, 50);
+    expect(headroom.slots(1_100)).toBe(1);
+
+    const busy = new InteractiveHeadroom(settings);
+    for (let t = 0; t <= 120_000; t += 100) {
+      busy.arrived(t);
+      busy.served(t, 1_000);
+    }
+    const slots = [0, 10_000, 30_000, 59_000, 61_000].map((after) => busy.slots(120_000 + after));
+    // Non-increasing as the rate estimate decays, at least one while recent, none after idleAfterMs.
+    expect(slots[0]).toBeGreaterThanOrEqual(14);
+    for (let i = 1; i < slots.length; i++) expect(slots[i]).toBeLessThanOrEqual(slots[i - 1]!);
+    expect(slots[3]).toBeGreaterThanOrEqual(1);
+    expect(slots[4]).toBe(0);
+  });
+
+  it('never reserves so much that batches get less than 90% of what interactive traffic leaves idle', () => {
+    const headroom = new InteractiveHeadroom(settings);
+    for (let t = 0; t <= 120_000; t += 200) {
+      headroom.arrived(t);
+      headroom.served(t, 400);
+    }
+    // Load 2: the margin asks for 5 slots.
+    expect(headroom.reserve(120_000, 64)).toBe(5);
+    // Of 8 slots interactive leaves 6 idle; batches keep ⌈0.9 × 6⌉ = 6, so 2 are reserved.
+    expect(headroom.reserve(120_000, 8)).toBe(2);
+    // One slot and a trickle of interactive traffic: the batch keeps it.
+    const trickle = new InteractiveHeadroom(settings);
+    trickle.arrived(0);
+    trickle.served(10, 10);
+    expect(trickle.slots(20)).toBe(1);
+    expect(trickle.reserve(20, 1)).toBe(0);
+    expect(trickle.reserve(20, 0)).toBe(0);
+  });
+
+  it('an arrival with no latency sample yet still reserves one slot', () => {
+    const headroom = new InteractiveHeadroom(settings);
+    headroom.arrived(5_000);
+    expect(headroom.slots(5_000)).toBe(1);
+  });
+});

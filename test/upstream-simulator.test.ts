@@ -1,0 +1,73 @@
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startNode, stop } from '../bench/processes.js';
+import { engineLoadFrom } from '../src/engine/engine-load-metrics.js';
+import { packageRoot } from '../src/package-root.js';
+
+// The benchmark upstream (bench/upstream.ts) in its own process, over real HTTP.
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  await Promise.all(children.splice(0).map((child) => stop(child)));
+});
+
+async function upstream(args: string[]): Promise<string> {
+  const { child, match } = await startNode(join(packageRoot, 'dist/bench/upstream.js'), args, {}, /listening on (\d+)/);
+  children.push(child);
+  return `http://127.0.0.1:${match[1]}`;
+}
+
+const metrics = async (url: string) => engineLoadFrom(await (await fetch(`${url}/metrics`)).text());
+
+/** Sends one request per priority, each once the previous one is seen waiting; answers their service order. */
+async function serviceOrder(url: string): Promise<Record<string, number>> {
+  const send = (name: string, priority?: number) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: name }], ...(priority === undefined ? {} : { priority }) }),
+    }).then(async (response) => ({ name, order: Number((response.headers.get('x-request-id') ?? '').replace('req_', '')), status: response.status, body: await response.text() }));
+  const answers = [send('first', 5)];
+  const waitFor = async (waiting: number) => {
+    for (let i = 0; i < 200 && (await metrics(url)).waiting !== waiting; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+  await waitFor(0);
+  const queued: Array<[string, number | undefined]> = [['loose', 10], ['tight', 1], ['tight-later', 1], ['none', undefined]];
+  for (const [index, [name, priority]] of queued.entries()) {
+    answers.push(send(name, priority));
+    await waitFor(index + 1);
+  }
+  expect(await metrics(url)).toEqual({ running: 1, waiting: 4, kvUsage: 1 });
+  const done = await Promise.all(answers);
+  for (const answer of done) expect(answer.status, answer.body).toBe(200);
+  return Object.fromEntries(done.map((answer) => [answer.name, answer.order]));
+}
+
+describe('the upstream simulator', () => {
+  it('serves in arrival order by default, whatever the priority field says', async () => {
+    const url = await upstream(['200', '1']);
+    expect(await serviceOrder(url)).toEqual({ first: 1, loose: 2, tight: 3, 'tight-later': 4, none: 5 });
+  });
+
+  it('with --policy priority serves the lowest priority value first, ties by arrival, as vLLM does', async () => {
+    const url = await upstream(['200', '1', '--policy', 'priority']);
+    // No priority field counts as 0, vLLM's default.
+    expect(await serviceOrder(url)).toEqual({ first: 1, none: 2, tight: 3, 'tight-later': 4, loose: 5 });
+    const stats = (await (await fetch(`${url}/stats`)).json()) as { served: number; maxActive: number; latencyByPriority: Record<string, { count: number; p50Ms: number }> };
+    expect(stats.served).toBe(5);
+    expect(stats.maxActive).toBe(1);
+    expect(stats.latencyByPriority['1']!.count).toBe(2);
+    expect(stats.latencyByPriority['10']!.p50Ms).toBeGreaterThan(stats.latencyByPriority['0']!.p50Ms);
+  });
+
+  it('reports vLLM-style load metrics in Prometheus text format', async () => {
+    const url = await upstream(['0', '4']);
+    const text = await (await fetch(`${url}/metrics`)).text();
+    expect(text).toContain('# TYPE vllm:num_requests_running gauge');
+    expect(engineLoadFrom(text)).toEqual({ running: 0, waiting: 0, kvUsage: 0 });
+  });
+
+  it('rejects an unknown policy by name', async () => {
+    await expect(upstream(['0', '4', '--policy', 'lottery'])).rejects.toThrow(/--policy.*fcfs.*priority/);
+  });
+});
