@@ -268,7 +268,7 @@ describe('deploy/ hardening, Kubernetes', () => {
       ]);
       const mounts = pod.containers.flatMap((container: any) => container.volumeMounts ?? []);
       if (workload.kind === 'StatefulSet') {
-        expect(workload.spec.volumeClaimTemplates?.length, `${workload.metadata.name}: volumeClaimTemplates`).toBeGreaterThan(0);
+        expect(workload.spec.volumeClaimTemplates?.length ?? 0, `${workload.metadata.name}: volumeClaimTemplates`).toBeGreaterThan(0);
         for (const template of workload.spec.volumeClaimTemplates) expect(mounts.map((mount: any) => mount.name), workload.metadata.name).toContain(template.metadata.name);
       }
       for (const path of STATE_PATHS[workload.metadata.name] ?? []) {
@@ -277,7 +277,7 @@ describe('deploy/ hardening, Kubernetes', () => {
       }
       for (const container of pod.containers) {
         const logDirs = container.env?.find((entry: any) => entry.name === 'KAFKA_LOG_DIRS')?.value;
-        if (container.image.startsWith('apache/kafka')) expect(logDirs, 'KAFKA_LOG_DIRS on the volume (the image defaults to /tmp)').toMatch(/^\/var\/lib\/kafka\/data\//);
+        if (container.image.startsWith('apache/kafka')) expect(logDirs ?? 'unset', 'KAFKA_LOG_DIRS on the volume (the image defaults to /tmp)').toMatch(/^\/var\/lib\/kafka\/data\//);
       }
     }
     for (const name of Object.keys(STATE_PATHS)) expect(longRunning.map((workload) => workload.metadata.name), name).toContain(name);
@@ -335,7 +335,7 @@ describe('deploy/ hardening, compose', () => {
     for (const [name, service] of services.filter(([, service]) => service.image === SPOOL_IMAGE)) {
       expect((service.volumes as string[]).map(composeMountTarget), `${name}: DATA_DIR on a volume`).toContain(service.environment.DATA_DIR);
     }
-    expect(composeFile.services.kafka.environment.KAFKA_LOG_DIRS, 'KAFKA_LOG_DIRS on the volume (the image defaults to /tmp)').toMatch(/^\/var\/lib\/kafka\/data\//);
+    expect(composeFile.services.kafka.environment.KAFKA_LOG_DIRS ?? 'unset', 'KAFKA_LOG_DIRS on the volume (the image defaults to /tmp)').toMatch(/^\/var\/lib\/kafka\/data\//);
   });
 });
 
