@@ -353,6 +353,9 @@ if (results.images) {
         'Before images were fetched only with a slot, every line of the running chunks fetched its image at once: the issue that asked for this measured 24 lines with an 8 MiB image taking the process from 113 to 713 MiB.'
       : '',
     '',
+    `Sizes not in the table were not run: each line moves ${m.imageMiB} MiB through the store, the service and the upstream (about 0.2 to 0.4 s a line on 2 shared cores), so 10,000 lines (78 GiB) take 30 to 60 minutes here; \`BENCH_IMAGE_LINES=100,1000,10000\` runs them. ` +
+      'The lines/s are not a throughput figure: the upstream parses every 11 MiB body, and the machine was shared with other work.',
+    '',
     data('images', results.images),
   ]);
 }
