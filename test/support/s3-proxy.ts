@@ -39,7 +39,13 @@ export class S3Proxy {
       const now = (this.inFlight.get(seen.method) ?? 0) + 1;
       this.inFlight.set(seen.method, now);
       this.maxInFlight.set(seen.method, Math.max(now, this.maxInFlight.get(seen.method) ?? 0));
-      outgoing.once('close', () => this.inFlight.set(seen.method, (this.inFlight.get(seen.method) ?? 1) - 1));
+      // 'finish' comes before the client can have the last byte (so before its next request); 'close' alone when cut short.
+      let done = false;
+      const release = () => {
+        if (!done) this.inFlight.set(seen.method, (this.inFlight.get(seen.method) ?? 1) - 1);
+        done = true;
+      };
+      outgoing.once('finish', release).once('close', release);
       const upstream = forward(
         { host: target.hostname, port: target.port, method: incoming.method, path: incoming.url, headers: incoming.headers },
         (answer) => {
