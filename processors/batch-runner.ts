@@ -115,9 +115,15 @@ export class BatchRunner {
       return { type: 'LineFailed', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
     } catch (error) {
       if (error instanceof RequestWithdrawnError) return stopped() ?? failed(base, 'batch_cancelled', 'The batch stopped before this request was sent');
+      // Error files are readable by anyone who knows the batch: their messages name no replica,
+      // address or connection error. The detail goes to the log.
       if (error instanceof ImageFetchError) return failed(base, 'image_fetch_failed', error.message);
-      const message = error instanceof EngineUnavailableError ? error.message : `The request could not be sent: ${String(error)}`;
-      return failed(base, 'engine_unavailable', message);
+      if (error instanceof EngineUnavailableError) {
+        this.deps.log.warn({ batch_id: batch.id, line, reason: error.detail }, 'no engine answered a batch line');
+        return failed(base, 'engine_unavailable', error.message);
+      }
+      this.deps.log.error({ batch_id: batch.id, line, err: error }, 'a batch line could not be sent');
+      return failed(base, 'engine_unavailable', 'The request could not be sent to an engine');
     }
   }
 

@@ -1,5 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { type S3Location, parseS3Url } from './blob-store/s3-location.js';
+import { bucketNameProblem } from './engine/image-bucket-policy.js';
+import { IMAGE_FETCH_CONCURRENCY, MAX_IMAGE_BYTES } from './engine/image-resolver.js';
 
 export interface Config {
   readonly port: number;
@@ -38,6 +40,13 @@ export interface Config {
     readonly backoffMs: number;
     /** How long a failing replica is left out before it is tried again. */
     readonly cooldownMs: number;
+  };
+  /** s3:// image parts of chat requests. */
+  readonly images: {
+    /** IMAGE_BUCKETS: the only buckets images are read from; undefined: any but BLOB_STORE's. */
+    readonly buckets: readonly string[] | undefined;
+    readonly maxBytes: number;
+    readonly fetchConcurrency: number;
   };
   /** A JSON description of the fleet: model serve name → replicas. */
   readonly fleetFile: string | undefined;
@@ -170,6 +179,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     backoffMs: integer('ENGINE_BACKOFF_MS', 500, 0, 60000),
     cooldownMs: integer('ENGINE_COOLDOWN_MS', 5000, 0, 3_600_000),
   };
+  const imageBucketsRaw = value('IMAGE_BUCKETS');
+  const imageBuckets = imageBucketsRaw?.split(',').map((bucket) => bucket.trim()).filter(Boolean);
+  if (imageBuckets !== undefined) {
+    const bad = imageBuckets.filter((bucket) => bucketNameProblem(bucket) !== undefined);
+    if (imageBuckets.length === 0 || bad.length > 0) problems.push(`IMAGE_BUCKETS must be a comma-separated list of S3 bucket names, got ${JSON.stringify(imageBucketsRaw)}`);
+    if (blobStore && imageBuckets.includes(blobStore.bucket)) {
+      problems.push(`IMAGE_BUCKETS must not name ${JSON.stringify(blobStore.bucket)}, the bucket of BLOB_STORE: images are never read from Spool's own storage`);
+    }
+  }
+  const images = {
+    buckets: imageBuckets,
+    maxBytes: integer('IMAGE_MAX_BYTES', MAX_IMAGE_BYTES, 1, 1024 * 1024 * 1024),
+    fetchConcurrency: integer('IMAGE_FETCH_CONCURRENCY', IMAGE_FETCH_CONCURRENCY, 1, 1024),
+  };
   const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
   const batchParallelChunks = integer('BATCH_PARALLEL_CHUNKS', 8, 1, 1024);
 
@@ -192,6 +215,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     jobsFile: value('JOBS_FILE'),
     fleetFile: value('FLEET_FILE'),
     engine,
+    images,
     batchChunkLines,
     batchParallelChunks,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),

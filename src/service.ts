@@ -138,7 +138,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const projector = readModels
     ? new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }))
     : undefined;
-  const fleet = FLEET_ROLES.some(has) ? (options.fleet ?? (await openFleet(config))) : undefined;
+  const fleet = FLEET_ROLES.some(has) ? (options.fleet ?? (await openFleet(config, logger.child({ component: 'images' })))) : undefined;
 
   // Everything below reads or waits for the read models: absent only in a relay-only process.
   const parts = readModels && projector ? wireParts({ config, clock, logger, eventStore, blobStore, readModels, projector, fleet }) : undefined;

@@ -76,6 +76,26 @@ describe('configuration', () => {
     const problems = (error as ConfigError).problems.join('\n');
     for (const name of ['PORT', 'BLOB_STORE', 'EVENTSTORE_URL', 'S3_FORCE_PATH_STYLE', 'API_KEY']) expect(problems).toContain(name);
   });
+
+  it('reads the image settings, and refuses an IMAGE_BUCKETS that names the blob store’s bucket', () => {
+    expect(loadConfig({}).images).toEqual({ buckets: undefined, maxBytes: 20 * 1024 * 1024, fetchConcurrency: 4 });
+    expect(loadConfig({ IMAGE_BUCKETS: 'photos, scans.example', IMAGE_MAX_BYTES: '1048576', IMAGE_FETCH_CONCURRENCY: '2' }).images).toEqual({
+      buckets: ['photos', 'scans.example'],
+      maxBytes: 1048576,
+      fetchConcurrency: 2,
+    });
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+        return '';
+      } catch (error) {
+        return (error as ConfigError).problems.join('\n');
+      }
+    };
+    expect(problems({ BLOB_STORE: 's3://spool-files/prefix', IMAGE_BUCKETS: 'photos,spool-files' })).toContain('IMAGE_BUCKETS must not name "spool-files", the bucket of BLOB_STORE');
+    expect(problems({ IMAGE_BUCKETS: 'Photos_Bucket' })).toContain('IMAGE_BUCKETS must be a comma-separated list of S3 bucket names');
+    expect(problems({ IMAGE_MAX_BYTES: '0', IMAGE_FETCH_CONCURRENCY: 'many' })).toMatch(/IMAGE_MAX_BYTES must be an integer[^]*IMAGE_FETCH_CONCURRENCY must be an integer/);
+  });
 });
 
 /** Runs the built CLI as a user would (npm start runs the same file). */

@@ -28,7 +28,12 @@ export interface EngineResponse {
 /** No answer could be had (connection refused, timeout, upstream kept failing). */
 export class EngineUnavailableError extends Error {
   override readonly name = 'EngineUnavailableError';
-  constructor(message: string, readonly lastResponse?: EngineResponse) {
+  constructor(
+    message: string,
+    readonly lastResponse?: EngineResponse,
+    /** What went wrong, naming replicas and addresses: for the logs, never for callers. */
+    readonly detail?: string,
+  ) {
     super(message);
   }
 }

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { Ajv } from 'ajv';
+import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
@@ -94,12 +95,20 @@ function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: 
  * The fleet from FLEET_FILE, or by default one built-in replica of spool-tiny; ENGINE_BASE_URL
  * adds an OpenAI-compatible server for the models it lists (every other model when `*`).
  */
-export async function openFleet(config: Config): Promise<Fleet> {
+export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Promise<Fleet> {
   const spec: FleetSpec = config.fleetFile ? readFleetSpec(config.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: 'builtin' }] } } };
   const settings = { maxAttempts: config.engine.maxAttempts, backoffMs: config.engine.backoffMs, cooldownMs: config.engine.cooldownMs };
   const images = new ImageResolver(
     async (region) => (await import('../blob-store/s3-blob-store.js')).createS3Client({ ...config.s3, region }),
     config.s3.region ?? 'us-east-1',
+    {
+      ...(config.images.buckets ? { allowed: new Set(config.images.buckets) } : {}),
+      ...(config.blobStore ? { ownBucket: config.blobStore.bucket } : {}),
+      virtualHostedEndpoint: config.s3.endpoint !== undefined && !config.s3.forcePathStyle,
+      maxBytes: config.images.maxBytes,
+      fetchConcurrency: config.images.fetchConcurrency,
+    },
+    log,
   );
   const http = (id: string, kind: 'vllm' | 'sglang' | 'openai', baseUrl: string, apiKey: string | undefined, timeoutMs: number) =>
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}) });

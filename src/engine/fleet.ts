@@ -5,7 +5,7 @@ import type { BuiltinEngine, TextDelta } from './builtin/builtin-engine.js';
 import type { Transformer } from './builtin/transformer.js';
 import { ConcurrencyLimit } from './concurrency-limit.js';
 import { type EngineDirectory, type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
-import type { ImageResolver } from './image-resolver.js';
+import { ImageFetchError, type ImageResolver } from './image-resolver.js';
 
 export type ReplicaKind = 'builtin' | 'vllm' | 'sglang' | 'openai';
 
@@ -253,7 +253,6 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
-    const resolved = this.images ? { ...request, body: await this.images.resolve(request.body) } : request;
     const tried = new Set<Slot>();
     let lastResponse: EngineResponse | undefined;
     let lastError = 'no attempt made';
@@ -263,10 +262,13 @@ export class ReplicaPool implements InferenceEngine {
       let retryAfterMs: number | undefined;
       slot.waiting += 1;
       try {
-        const response = await slot.limit.run(() => {
+        const response = await slot.limit.run(async () => {
           slot.waiting -= 1;
-          if (resolved.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
-          return slot.replica.send(resolved, onDelta);
+          if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
+          // Images are fetched only once the request holds a slot, and again on each attempt:
+          // requests waiting for a slot (or backing off) hold no image in memory.
+          const body = this.images ? await this.images.resolve(request.body) : request.body;
+          return slot.replica.send(body === request.body ? request : { ...request, body }, onDelta);
         });
         if (!transient(response)) {
           slot.failures = 0;
@@ -277,7 +279,7 @@ export class ReplicaPool implements InferenceEngine {
         lastError = `${slot.replica.id} answered ${response.statusCode}`;
         retryAfterMs = (response as { retryAfterMs?: number }).retryAfterMs;
       } catch (error) {
-        if (resolved.signal?.aborted || error instanceof RequestWithdrawnError) throw error;
+        if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
         this.failed(slot, true);
         lastError = `${slot.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
       }
@@ -287,7 +289,10 @@ export class ReplicaPool implements InferenceEngine {
       }
     }
     if (lastResponse) return lastResponse;
-    throw new EngineUnavailableError(`${this.model} gave no answer after ${this.settings.maxAttempts} attempts: ${lastError}`);
+    // The message reaches callers (batch error files are readable without a credential): it names
+    // no replica, address or connection error. Those go in `detail`, for the logs.
+    const model = typeof request.body.model === 'string' ? request.body.model : this.model;
+    throw new EngineUnavailableError(`No engine answered for model ${JSON.stringify(model)} after ${this.settings.maxAttempts} attempts`, undefined, lastError);
   }
 
   private failed(slot: Slot, unreachable: boolean): void {

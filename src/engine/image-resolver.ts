@@ -1,16 +1,36 @@
 import type { S3Client } from '@aws-sdk/client-s3';
+import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
+import { ConcurrencyLimit } from './concurrency-limit.js';
+import { type ImageBucketRules, imageBucketRefusal } from './image-bucket-policy.js';
 
-/** An image part that could not be fetched: only its request fails. */
+const MAX_REMEMBERED_BUCKETS = 1000;
+
+const shown = (url: string) => (url.length > 300 ? `${url.slice(0, 300)}…` : url);
+
+/**
+ * An image part that could not be fetched: only its request fails. The message is the same
+ * whatever the reason (no such object, access denied, too large, bucket refused, not an image),
+ * so a caller cannot probe what exists or how the service is set up; `detail` is for the logs.
+ */
 export class ImageFetchError extends Error {
   override readonly name = 'ImageFetchError';
-  constructor(readonly url: string, reason: string) {
-    super(`Image ${url} could not be fetched: ${reason}`);
+  constructor(readonly url: string, readonly detail: string) {
+    super(`The image ${shown(url)} could not be fetched`);
   }
 }
 
-/** Images larger than this are refused (a documented choice; OpenAI's own limit is 20 MB). */
+/** IMAGE_MAX_BYTES' default (OpenAI's own limit is 20 MB). */
 export const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+/** IMAGE_FETCH_CONCURRENCY's default. */
+export const IMAGE_FETCH_CONCURRENCY = 4;
+
+export interface ImageResolverSettings extends ImageBucketRules {
+  /** Larger images fail their request; no more than this (and one byte) is read to find out. */
+  readonly maxBytes?: number;
+  /** Image fetches held at once, across every request: each holds up to maxBytes. */
+  readonly fetchConcurrency?: number;
+}
 
 const SIGNATURES: Array<[string, (bytes: Buffer) => boolean]> = [
   ['image/png', (b) => b.length >= 8 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))],
@@ -27,18 +47,30 @@ export function sniffImageType(bytes: Buffer): string | undefined {
 /**
  * Fetches `s3://bucket/key` image parts of chat requests and hands them on as data URLs. A bucket
  * may live in another region than the service: its region is looked up once (HeadBucket's
- * x-amz-bucket-region) and a client is kept per region.
+ * x-amz-bucket-region) and a client is kept per region. Buckets are checked against the
+ * ImageBucketRules before any request is made for them.
  */
 export class ImageResolver {
   private readonly regions = new Map<string, Promise<string>>();
   private readonly clients = new Map<string, S3Client>();
+  private readonly fetches: ConcurrencyLimit;
+  private readonly maxBytes: number;
 
   constructor(
     /** The AWS SDK loads only when a request names an s3:// image. */
     private readonly clientFor: (region: string) => Promise<S3Client>,
     private readonly defaultRegion: string,
-    private readonly maxBytes = MAX_IMAGE_BYTES,
-  ) {}
+    private readonly settings: ImageResolverSettings = {},
+    private readonly log?: Pick<Logger, 'warn'>,
+  ) {
+    this.maxBytes = settings.maxBytes ?? MAX_IMAGE_BYTES;
+    this.fetches = new ConcurrencyLimit(settings.fetchConcurrency ?? IMAGE_FETCH_CONCURRENCY);
+  }
+
+  /** Image fetches under way now (for tests and status). */
+  get inFlight(): number {
+    return this.fetches.inFlight;
+  }
 
   /** The request body with every s3:// image part replaced by a data URL. */
   async resolve(body: Record<string, unknown>): Promise<Record<string, unknown>> {
@@ -51,7 +83,7 @@ export class ImageResolver {
         const imageUrl = part?.image_url as { url?: unknown; detail?: unknown } | string | undefined;
         const url = typeof imageUrl === 'string' ? imageUrl : imageUrl?.url;
         if (part?.type !== 'image_url' || typeof url !== 'string' || !url.startsWith('s3://')) continue;
-        if (!urls.has(url)) urls.set(url, this.fetchAsDataUrl(url));
+        if (!urls.has(url)) urls.set(url, this.fetchLogged(url));
         const dataUrl = await urls.get(url)!;
         part.image_url = typeof imageUrl === 'object' && imageUrl !== null ? { ...imageUrl, url: dataUrl } : { url: dataUrl };
       }
@@ -59,28 +91,38 @@ export class ImageResolver {
     return copy as unknown as Record<string, unknown>;
   }
 
+  private async fetchLogged(url: string): Promise<string> {
+    try {
+      return await this.fetches.run(() => this.fetchAsDataUrl(url));
+    } catch (error) {
+      const failure = error instanceof ImageFetchError ? error : new ImageFetchError(url, error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+      this.log?.warn({ url: shown(url), reason: failure.detail }, 'an image could not be fetched');
+      throw failure;
+    }
+  }
+
   private async fetchAsDataUrl(url: string): Promise<string> {
     const match = /^s3:\/\/([^/]+)\/(.+)$/.exec(url);
     if (!match) throw new ImageFetchError(url, 'not an s3://bucket/key location');
     const [, bucket, key] = match as unknown as [string, string, string];
+    const refusal = imageBucketRefusal(bucket, this.settings);
+    if (refusal) throw new ImageFetchError(url, `bucket refused: ${refusal}`);
     const client = await this.client(bucket);
     const { GetObjectCommand } = await import('@aws-sdk/client-s3');
     let body: Readable;
-    let length: number | undefined;
     try {
-      const answer = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+      // One byte more than allowed is asked for at most: a larger object is known by it without reading it all.
+      const answer = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=0-${this.maxBytes}` }));
       body = answer.Body as Readable;
-      length = answer.ContentLength;
+      const total = Number(/\/(\d+)$/.exec(answer.ContentRange ?? '')?.[1] ?? answer.ContentLength);
+      if (Number.isFinite(total) && total > this.maxBytes) {
+        body.destroy();
+        throw new ImageFetchError(url, `it is ${total} bytes, more than IMAGE_MAX_BYTES (${this.maxBytes})`);
+      }
     } catch (error) {
+      if (error instanceof ImageFetchError) throw error;
       const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-      const name = (error as { name?: string }).name;
-      if (status === 404 || name === 'NoSuchKey' || name === 'NoSuchBucket') throw new ImageFetchError(url, 'no such object');
-      if (status === 403 || name === 'AccessDenied') throw new ImageFetchError(url, 'access denied: the service has no read access to this bucket');
-      throw new ImageFetchError(url, (error as Error).message);
-    }
-    if (length !== undefined && length > this.maxBytes) {
-      body.destroy();
-      throw new ImageFetchError(url, `it is ${length} bytes, more than the ${this.maxBytes}-byte image size limit`);
+      throw new ImageFetchError(url, `${(error as Error).name}${status ? ` (HTTP ${status})` : ''}: ${(error as Error).message}`);
     }
     const chunks: Buffer[] = [];
     let total = 0;
@@ -88,7 +130,7 @@ export class ImageResolver {
       total += chunk.length;
       if (total > this.maxBytes) {
         body.destroy();
-        throw new ImageFetchError(url, `it is more than the ${this.maxBytes}-byte image size limit`);
+        throw new ImageFetchError(url, `it is more than IMAGE_MAX_BYTES (${this.maxBytes})`);
       }
       chunks.push(chunk);
     }
@@ -97,10 +139,11 @@ export class ImageResolver {
     if (!type) throw new ImageFetchError(url, 'it is not an image (PNG, JPEG, GIF or WebP)');
     return `data:${type};base64,${bytes.toString('base64')}`;
   }
-
   private async client(bucket: string): Promise<S3Client> {
     let region = this.regions.get(bucket);
     if (!region) {
+      // Bucket names come from callers: the cache of their regions must not grow without end.
+      if (this.regions.size >= MAX_REMEMBERED_BUCKETS) this.regions.clear();
       region = this.discoverRegion(bucket);
       this.regions.set(bucket, region);
     }

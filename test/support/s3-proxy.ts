@@ -16,6 +16,11 @@ export class S3Proxy {
   /** Requests matching this are answered 500 while `failures` lasts (-1: forever). */
   failWhen: ((request: SeenRequest) => boolean) | undefined;
   failures = 0;
+  /** Answer bytes sent on to the client, per object path. */
+  readonly bytesServed = new Map<string, number>();
+  /** Requests being answered right now, and the most at once, per method. */
+  readonly inFlight = new Map<string, number>();
+  readonly maxInFlight = new Map<string, number>();
   url = '';
 
   constructor(private readonly target: string) {}
@@ -31,10 +36,21 @@ export class S3Proxy {
         outgoing.writeHead(500, { 'content-type': 'application/xml' }).end('<Error><Code>InternalError</Code><Message>injected by the test</Message></Error>');
         return;
       }
+      const now = (this.inFlight.get(seen.method) ?? 0) + 1;
+      this.inFlight.set(seen.method, now);
+      this.maxInFlight.set(seen.method, Math.max(now, this.maxInFlight.get(seen.method) ?? 0));
+      // 'finish' comes before the client can have the last byte (so before its next request); 'close' alone when cut short.
+      let done = false;
+      const release = () => {
+        if (!done) this.inFlight.set(seen.method, (this.inFlight.get(seen.method) ?? 1) - 1);
+        done = true;
+      };
+      outgoing.once('finish', release).once('close', release);
       const upstream = forward(
         { host: target.hostname, port: target.port, method: incoming.method, path: incoming.url, headers: incoming.headers },
         (answer) => {
           outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.on('data', (chunk: Buffer) => this.bytesServed.set(seen.path, (this.bytesServed.get(seen.path) ?? 0) + chunk.length));
           answer.pipe(outgoing);
         },
       );

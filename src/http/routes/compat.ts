@@ -62,7 +62,10 @@ async function serve(fleet: Fleet, endpoint: string, request: FastifyRequest, re
       return reply;
     }
     if (error instanceof ImageFetchError) throw invalidRequest(error.message, 'messages', 'image_fetch_failed');
-    if (error instanceof EngineUnavailableError) throw new ApiError(503, error.message, 'server_error', 'engine_unavailable');
+    if (error instanceof EngineUnavailableError) {
+      request.log.warn({ reason: error.detail }, 'no engine answered');
+      throw new ApiError(503, error.message, 'server_error', 'engine_unavailable');
+    }
     throw error;
   }
 }

@@ -1,0 +1,42 @@
+/**
+ * Which buckets an `s3://` image part may be read from. Image parts come from callers who give
+ * no credential, yet are read with the service's own: without these rules a batch line could read
+ * Spool's own stored files (another client's uploads) or anything else the service may read.
+ */
+export interface ImageBucketRules {
+  /** IMAGE_BUCKETS: only these; undefined: any bucket but Spool's own. */
+  readonly allowed?: ReadonlySet<string>;
+  /** BLOB_STORE's bucket. The whole bucket is refused, not only its prefix: whatever else lives there is the operator's, not the caller's. */
+  readonly ownBucket?: string;
+  /** S3_FORCE_PATH_STYLE off with a custom endpoint: buckets are addressed as host names under it. */
+  readonly virtualHostedEndpoint?: boolean;
+}
+
+const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const IPV4_LIKE = /^\d+\.\d+\.\d+\.\d+$/;
+
+/**
+ * Why `bucket` is not a general-purpose S3 bucket name, or undefined when it is. ARNs and
+ * access-point aliases (names ending -s3alias or --ol-s3, reserved by S3) are refused: they
+ * could name Spool's own bucket under another name.
+ */
+export function bucketNameProblem(bucket: string): string | undefined {
+  if (!BUCKET_NAME.test(bucket)) return 'not a bucket name (3 to 63 lower-case letters, digits, dots and hyphens)';
+  if (bucket.includes('..') || bucket.includes('.-') || bucket.includes('-.')) return 'not a bucket name (adjacent dots or hyphens)';
+  if (IPV4_LIKE.test(bucket)) return 'not a bucket name (formatted as an IP address)';
+  if (bucket.startsWith('xn--') || bucket.startsWith('sthree-')) return 'not a bucket name (reserved prefix)';
+  if (bucket.endsWith('-s3alias') || bucket.endsWith('--ol-s3')) return 'an access point alias, not a bucket';
+  return undefined;
+}
+
+/** Why an image may not be read from `bucket`, for the logs; undefined when it may. */
+export function imageBucketRefusal(bucket: string, rules: ImageBucketRules): string | undefined {
+  const problem = bucketNameProblem(bucket);
+  if (problem) return problem;
+  if (rules.ownBucket !== undefined && bucket === rules.ownBucket) return "the bucket of Spool's own blob store (BLOB_STORE)";
+  if (rules.allowed && !rules.allowed.has(bucket)) return 'not one of IMAGE_BUCKETS';
+  // The SDK would address it as <bucket>.<endpoint host>: with a dot in the name that is no host
+  // name it can build on an IP-address endpoint, and it prints a stack trace to stderr on the way.
+  if (rules.virtualHostedEndpoint && bucket.includes('.')) return 'a dotted bucket name cannot be addressed virtual-hosted style on the configured endpoint (S3_FORCE_PATH_STYLE is off)';
+  return undefined;
+}
