@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from '../config.js';
 import { installBearerAuth } from './bearer-auth.js';
 import { installErrorHandling } from './error-handler.js';
 import { OpenApiDocument } from './openapi.js';
@@ -12,12 +13,14 @@ import { type HistoryRouteDeps, registerHistoryRoutes } from './routes/history.j
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
+import { limitIdleClients, slowClientOptions } from './slow-clients.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
 export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
+  readonly timeouts?: HttpTimeouts;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -33,7 +36,9 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
+    ...slowClientOptions(deps.timeouts ?? DEFAULT_HTTP_TIMEOUTS),
   });
+  limitIdleClients(app.server);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -70,8 +75,14 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
 }
 
 /** A processor's HTTP server: only /live, /ready and /openapi.json, for health probes. */
-export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger }): Promise<FastifyInstance> {
-  const app: FastifyInstance = Fastify({ loggerInstance: deps.logger as FastifyBaseLogger, disableRequestLogging: true, return503OnClosing: true });
+export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger; readonly timeouts?: HttpTimeouts }): Promise<FastifyInstance> {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    return503OnClosing: true,
+    ...slowClientOptions(deps.timeouts ?? DEFAULT_HTTP_TIMEOUTS),
+  });
+  limitIdleClients(app.server);
   const openapi = new OpenApiDocument({ title: 'Spool processor', version: SERVICE_VERSION, description: 'Health of one Spool processor.' });
   app.addHook('onRoute', (route) => openapi.register(route));
   installErrorHandling(app);
