@@ -8,7 +8,7 @@ import { startSpoolCli } from '../bench/processes.js';
 import { packageRoot } from '../src/package-root.js';
 import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { TEST_API_KEY, tempDir, waitUntilReady } from './support/service.js';
+import { TEST_API_KEY, startTestService, tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
 /** A port nothing listens on (bound, then released). */
@@ -226,6 +226,26 @@ describe('readiness', () => {
       }
     } finally {
       child.kill('SIGTERM');
+    }
+  });
+});
+
+describe('degraded but serving', () => {
+  it('/ready stays 200 and names a model whose every replica is down', async () => {
+    const service = await startTestService({ env: { ENGINE_BASE_URL: `http://127.0.0.1:${await closedPort()}/v1`, ENGINE_MAX_ATTEMPTS: '1', ENGINE_COOLDOWN_MS: '600000' } });
+    try {
+      expect(await (await fetch(`${service.url}/ready`)).json()).toMatchObject({ status: 'ready', degraded: [] });
+      const refused = await fetch(`${service.url}/compat/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'elsewhere', messages: [{ role: 'user', content: 'hello' }] }),
+      });
+      expect(refused.status).toBeGreaterThanOrEqual(500);
+      const ready = await fetch(`${service.url}/ready`);
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toMatchObject({ status: 'degraded', degraded: ['model *: no healthy replica'] });
+    } finally {
+      await service.close();
     }
   });
 });
