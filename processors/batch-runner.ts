@@ -19,12 +19,22 @@ const FLUSH_MS = 200;
 const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
 
 /**
+ * A chunk left unfinished because the process is stopping: the lines sent have their outcomes,
+ * the others none, and the work message is not acknowledged, so the next start (or another
+ * processor) runs what is left.
+ */
+export class ChunkInterruptedError extends Error {
+  override readonly name = 'ChunkInterruptedError';
+}
+
+/**
  * Runs chunks of batch lines through the engines. Each line is checked against the batch's state
  * just before it is sent: once a batch is cancelling or expiring no new line goes out, lines in
  * flight finish, and the lines left are recorded as batch_cancelled or batch_expired.
  */
 export class BatchRunner {
   private readonly running = new Map<string, Promise<void>>();
+  private stopping = false;
 
   constructor(
     private readonly deps: {
@@ -43,6 +53,7 @@ export class BatchRunner {
    * already running here is not started twice: the call waits for that run instead.
    */
   async run(batchId: string, chunkIndex: number): Promise<void> {
+    if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunkIndex} of ${batchId} not started: stopping`);
     const chunk = this.deps.queries.chunks(batchId).find((row) => row.chunk === chunkIndex);
     if (!chunk) return;
     const key = chunkKey(chunk);
@@ -51,6 +62,19 @@ export class BatchRunner {
     const run = this.runChunk(chunk).finally(() => this.running.delete(key));
     this.running.set(key, run);
     return run;
+  }
+
+  /** Chunks running now (for a stop that says what it waits for). */
+  get runningChunks(): number {
+    return this.running.size;
+  }
+
+  /**
+   * Sends no new line from now on: a stop waits only for the requests already with an engine,
+   * not for whole chunks (a chunk of slow requests takes minutes).
+   */
+  stop(): void {
+    this.stopping = true;
   }
 
   /** Resolves when no chunk is running (shutdown). */
@@ -80,33 +104,44 @@ export class BatchRunner {
 
     const recorder = new OutcomeRecorder(this.deps.outcomes, chunk);
     const work: Promise<void>[] = [];
+    let leftOver = 0;
     try {
       for await (const line of physicalLines(source, chunk.first_line, chunk.start)) {
+        if (this.stopping) break;
         if (isBlank(line.text) || settled.has(line.number)) continue;
-        work.push(this.runLine(batch, engine, line.number, line.text).then((outcome) => recorder.add(outcome)));
+        work.push(
+          this.runLine(batch, engine, line.number, line.text).then((outcome) => {
+            if (outcome) recorder.add(outcome);
+            else leftOver++;
+          }),
+        );
       }
       await Promise.all(work);
     } finally {
       source.destroy();
       await recorder.close();
     }
+    if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines not sent): stopping`);
   }
 
-  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string): Promise<LineOutcome> {
+  /** The line's outcome; undefined when the process stopped before the line was sent. */
+  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string): Promise<LineOutcome | undefined> {
     const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
     const base = { batch_id: batch.id, line, custom_id: request.custom_id };
     const stopped = () => {
       const stopping = this.deps.queries.stopping(batch.id);
       return stopping ? failed(base, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
     };
+    if (this.stopping) return undefined;
     const before = stopped();
     if (before) return before;
     try {
       const response = await engine.infer({
         endpoint: batch.endpoint,
         body: { ...request.body, model: request.body.model ?? batch.model },
-        // The engine's concurrency limit may keep a line waiting: look at the batch again once admitted.
-        withdraw: () => Boolean(stopped()),
+        // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
+        // this process is stopping) again once admitted.
+        withdraw: () => this.stopping || Boolean(stopped()),
       });
       const usage = usageOf(response.body);
       if (response.statusCode < 400) {
@@ -114,6 +149,7 @@ export class BatchRunner {
       }
       return { type: 'LineFailed', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
     } catch (error) {
+      if (error instanceof RequestWithdrawnError && this.stopping) return undefined;
       if (error instanceof RequestWithdrawnError) return stopped() ?? failed(base, 'batch_cancelled', 'The batch stopped before this request was sent');
       // Error files are readable by anyone who knows the batch: their messages name no replica,
       // address or connection error. The detail goes to the log.

@@ -3,6 +3,7 @@ import { type Projector, ProjectionTimeoutError } from '../projections/projector
 import { type EventStore, comparePositions, positionFromString } from '../src/event-store/event-store.js';
 import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
 import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
+import { ChunkInterruptedError } from './batch-runner.js';
 
 /** How long a message waits for this process's read models to reach the event behind it. */
 const CATCH_UP_MS = 60_000;
@@ -39,7 +40,10 @@ export class WorkConsumer {
         groupId: `spool-${kind}`,
         topics: [WORK_TOPICS[kind]],
         concurrency: this.deps.concurrency,
-        onError: (error, message) => log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again'),
+        onError: (error, message) =>
+          error instanceof ChunkInterruptedError
+            ? log.info({ topic: message.topic, partition: message.partition, offset: message.offset, reason: error.message }, 'work left for the next start')
+            : log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again'),
       },
       async (delivered) => {
         let message: WorkMessage;

@@ -5,6 +5,7 @@ import { DEFAULT_CHECKPOINT, createCheckpoint } from './engine/builtin/checkpoin
 import { PROCESSOR_KINDS, type ProcessorKind } from './message-log/topics.js';
 import { replay } from './replay-command.js';
 import { ALL_ROLES, type Role, startService } from './service.js';
+import { ExitCode, StartupFailure, oneLine } from './startup-failure.js';
 
 const USAGE = `usage: spool <command>
 
@@ -23,25 +24,51 @@ commands:
 
 Configuration comes from the environment; see README.md.`;
 
+/** How often a stop under way says what it still waits for. */
+const STOP_PROGRESS_MS = 2000;
+
 async function run(roles: readonly Role[] | undefined): Promise<void> {
   const config = loadConfig();
+  // A signal during the start ends the process at once: there is nothing to finish yet.
+  const exitAtOnce = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? ExitCode.interrupted : ExitCode.terminated);
+  process.once('SIGINT', exitAtOnce);
+  process.once('SIGTERM', exitAtOnce);
   const service = await startService({ config, ...(roles ? { roles } : {}) });
-  service.app.log.info({ url: service.url, roles: service.roles }, 'spool is serving');
+  process.off('SIGINT', exitAtOnce);
+  process.off('SIGTERM', exitAtOnce);
+  const log = service.app.log;
+  log.info({ url: service.url, roles: service.roles }, 'spool is serving');
   let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      // An operator who asks twice does not want to wait.
+      log.warn({ signal, waiting_for: service.waitingFor() }, 'stopping at once, without waiting');
+      process.exit(signal === 'SIGINT' ? ExitCode.interrupted : ExitCode.terminated);
+    }
     stopping = true;
-    service.app.log.info({ signal }, 'stopping');
-    service.close().then(
-      () => process.exit(0),
+    const started = Date.now();
+    const closing = service.close();
+    log.info({ signal, waiting_for: service.waitingFor(), timeout_seconds: config.shutdownTimeoutSeconds }, 'stopping');
+    const progress = setInterval(() => log.info({ waiting_for: service.waitingFor(), seconds: Math.round((Date.now() - started) / 1000) }, 'still stopping'), STOP_PROGRESS_MS);
+    const deadline = setTimeout(() => {
+      log.error({ waiting_for: service.waitingFor() }, `gave up stopping after SHUTDOWN_TIMEOUT_SECONDS=${config.shutdownTimeoutSeconds}; unfinished work is done again at the next start`);
+      process.exit(ExitCode.shutdownTimedOut);
+    }, config.shutdownTimeoutSeconds * 1000);
+    closing.then(
+      () => {
+        clearInterval(progress);
+        clearTimeout(deadline);
+        log.info({ seconds: (Date.now() - started) / 1000 }, 'stopped');
+        process.exit(ExitCode.ok);
+      },
       (error: unknown) => {
-        service.app.log.error({ err: error }, 'stopping failed');
-        process.exit(1);
+        log.error({ err: error }, 'stopping failed');
+        process.exit(ExitCode.unexpected);
       },
     );
   };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
 }
 
 function serveRoles(argv: string[]): readonly Role[] | undefined {
@@ -133,15 +160,23 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
+// Every failure is one line on stderr and an exit code from README's table; a stack trace only
+// for the unforeseen, and only when asked for (LOG_LEVEL=debug or trace).
 main(process.argv.slice(2)).catch((error: unknown) => {
-  if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (error instanceof UsageError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) {
     process.stderr.write(`spool: ${(error as Error).message}\n\n${USAGE}\n`);
-    process.exit(2);
+    process.exit(ExitCode.usage);
   }
   if (error instanceof ConfigError) {
-    process.stderr.write(`spool: ${error.message}\n`);
-    process.exit(78); // EX_CONFIG
+    process.stderr.write(`spool: invalid configuration: ${error.problems.join('; ')}\n`);
+    process.exit(ExitCode.config);
   }
-  process.stderr.write(`spool: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exit(1);
+  if (error instanceof StartupFailure) {
+    process.stderr.write(`spool: ${error.message}\n`);
+    process.exit(error.exitCode);
+  }
+  process.stderr.write(`spool: unexpected error: ${oneLine(error)}\n`);
+  if (/^(debug|trace)$/.test(process.env.LOG_LEVEL ?? '') && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
+  process.exit(ExitCode.unexpected);
 });

@@ -56,6 +56,23 @@ export interface Config {
   readonly batchParallelChunks: number;
   /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
   readonly weightSyncRetryMs: number;
+  /** How long a start waits for the event store and Kafka before giving up. */
+  readonly startupTimeoutSeconds: number;
+  /** How long a stop waits for work in flight before exiting anyway. */
+  readonly shutdownTimeoutSeconds: number;
+  readonly http: HttpTimeouts;
+}
+
+/** Limits on slow clients, in milliseconds (0: none). */
+export interface HttpTimeouts {
+  /** From the first byte of a request to the end of its headers. */
+  readonly headersMs: number;
+  /** Silence allowed while a request (headers or body) is being received. */
+  readonly idleMs: number;
+  /** From the first byte of a request to the end of its body, however steady. */
+  readonly requestMs: number;
+  /** How long an idle keep-alive connection is kept open between requests. */
+  readonly keepAliveMs: number;
 }
 
 export interface KafkaConfig {
@@ -72,6 +89,8 @@ export class ConfigError extends Error {
     super(`invalid configuration:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`);
   }
 }
+
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = { headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000 };
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -196,6 +215,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
   const batchParallelChunks = integer('BATCH_PARALLEL_CHUNKS', 8, 1, 1024);
 
+  const startupTimeoutSeconds = integer('STARTUP_TIMEOUT_SECONDS', 60, 1, 86400);
+  const shutdownTimeoutSeconds = integer('SHUTDOWN_TIMEOUT_SECONDS', 20, 1, 3600);
+  // An idle limit stops clients that send nothing (slowloris); the whole-request limit stops those
+  // that trickle, and is generous enough for a 200 MB upload at 64 KB/s.
+  const http: HttpTimeouts = {
+    headersMs: integer('HTTP_HEADERS_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.headersMs / 1000, 1, 3600) * 1000,
+    idleMs: integer('HTTP_IDLE_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.idleMs / 1000, 1, 3600) * 1000,
+    requestMs: integer('HTTP_REQUEST_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.requestMs / 1000, 0, 86400) * 1000,
+    keepAliveMs: integer('HTTP_KEEP_ALIVE_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.keepAliveMs / 1000, 1, 3600) * 1000,
+  };
+  if (http.requestMs !== 0 && http.requestMs < http.headersMs) problems.push('HTTP_REQUEST_TIMEOUT_SECONDS must be 0 (none) or at least HTTP_HEADERS_TIMEOUT_SECONDS');
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -219,5 +250,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     batchChunkLines,
     batchParallelChunks,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
+    startupTimeoutSeconds,
+    shutdownTimeoutSeconds,
+    http,
   };
 }

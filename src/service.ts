@@ -1,3 +1,4 @@
+import { accessSync, constants } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
@@ -25,6 +26,7 @@ import { BatchLifecycle } from './application/batch-lifecycle.js';
 import { BlobReferences } from './application/blob-references.js';
 import { FileRegistry } from './application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file.js';
+import type { JobDefinition } from './domain/job.js';
 import { JobRegistry } from './application/job-registry.js';
 import { LineOutcomeLog } from './application/line-outcomes.js';
 import type { BlobStore } from './blob-store/blob-store.js';
@@ -43,6 +45,8 @@ import type { ReadinessReport } from './http/routes/system.js';
 import { EmbeddedMessageLog } from './message-log/embedded-message-log.js';
 import type { MessageLog } from './message-log/message-log.js';
 import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, type WorkMessage, spoolTopics } from './message-log/topics.js';
+import { ExitCode, StartupFailure, oneLine } from './startup-failure.js';
+import { type StartupDeadline, reachBeforeDeadline } from './startup-retry.js';
 
 /** What one process does: the HTTP API, the relay, or one processor kind (or several of them). */
 export type Role = 'api' | 'relay' | ProcessorKind;
@@ -85,6 +89,8 @@ export interface RunningService {
   readonly sweeper: FileExpirySweeper | undefined;
   /** The blob debris sweeper, in a process with the API. */
   readonly debrisSweeper: BlobDebrisSweeper | undefined;
+  /** What a stop under way still waits for, in words (empty when nothing). */
+  waitingFor(): string[];
   close(): Promise<void>;
 }
 
@@ -126,19 +132,34 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const has = (role: Role) => roles.has(role);
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? pino({ level: config.logLevel });
-  makePrivateDirectory(config.dataDir);
+  const deadline: StartupDeadline = { at: Date.now() + config.startupTimeoutSeconds * 1000, setting: `STARTUP_TIMEOUT_SECONDS=${config.startupTimeoutSeconds}` };
+  prepareDataDir(config.dataDir);
   const apiKey = has('api') ? resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`))) : '';
+  // Read before anything is opened: a missing or malformed file is a configuration mistake.
+  const jobDefinitions = has('api') && config.jobsFile ? asConfigurationFailure(() => readJobDefinitions(config.jobsFile!)) : [];
 
   const eventStore = options.eventStore ?? (await openEventStore(config));
+  if (config.eventStoreUrl && !options.eventStore) {
+    await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });
+  }
   const blobStore = await openBlobStore(config);
   const messageLog = await openMessageLog(config, logger);
+  const topics = config.kafka ? spoolTopics(config.kafka.partitions) : spoolTopics(4, config.batchParallelChunks);
+  if (config.kafka) {
+    await reachBeforeDeadline(() => messageLog.ensureTopics(topics), { dependency: 'Kafka cluster', variable: `KAFKA_BROKERS (${config.kafka.brokers.join(',')})`, deadline, logger }).catch(
+      async (error: unknown) => {
+        await messageLog.close().catch(() => undefined);
+        throw error;
+      },
+    );
+  }
   const schemas = new MessageSchemas();
   const needsReadModels = [...roles].some((role) => role !== 'relay');
-  const readModels = needsReadModels ? openReadModelStore(join(config.dataDir, 'read-models.sqlite')) : undefined;
+  const readModels = needsReadModels ? inDataDir(config.dataDir, () => openReadModelStore(join(config.dataDir, 'read-models.sqlite'))) : undefined;
   const projector = readModels
     ? new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }))
     : undefined;
-  const fleet = FLEET_ROLES.some(has) ? (options.fleet ?? (await openFleet(config, logger.child({ component: 'images' })))) : undefined;
+  const fleet = FLEET_ROLES.some(has) ? (options.fleet ?? (await asConfigurationFailure(() => openFleet(config, logger.child({ component: 'images' }))))) : undefined;
 
   // Everything below reads or waits for the read models: absent only in a relay-only process.
   const parts = readModels && projector ? wireParts({ config, clock, logger, eventStore, blobStore, readModels, projector, fleet }) : undefined;
@@ -187,23 +208,39 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       : undefined;
 
   let messagingStarted = false;
+  let lastReported = '';
   const readiness = (): ReadinessReport => {
     const projections = projector?.status();
+    // Kinds only: paths, bucket names and broker addresses stay in the logs, away from anonymous callers.
     const details = {
       version: SERVICE_VERSION,
       roles: [...roles],
       event_store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',
-      blob_store: blobStore.description,
-      message_log: messageLog.description,
+      blob_store: config.blobStore ? 's3' : 'local',
+      message_log: config.kafka ? 'kafka' : 'embedded',
       projections: { position: projections?.position ?? null },
       ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled }])) } : {}),
       ...(relay ? { relay: { relayed: relay.relayed } } : {}),
     };
-    if (projections?.failed) return { ready: false, reason: `projections failed: ${projections.failed}`, details };
-    if (projections && !projections.caughtUp) return { ready: false, reason: 'projections are catching up', details };
-    if (!messagingStarted && (relay || consumers.length > 0)) return { ready: false, reason: 'joining the message log', details };
-    if (relay?.failure) return { ready: false, reason: `relay: ${relay.failure}`, details };
-    return { ready: true, details };
+    // Not ready: this process cannot do its job. Degraded: it serves, but some of the work it
+    // accepts waits (a process with the API still takes files and batches while the relay or the
+    // processors are away, or while a model has no healthy replica).
+    const notReady: string[] = [];
+    const degraded: string[] = [];
+    const messaging = has('api') ? degraded : notReady;
+    if (projections?.failed) notReady.push('projections failed');
+    else if (projections && !projections.caughtUp) notReady.push('projections are catching up');
+    if (!messagingStarted && (relay || consumers.length > 0)) messaging.push('joining the message log');
+    if (relay?.failure) messaging.push('relay: publishing to the message log is failing');
+    for (const model of fleet?.modelsWithoutHealthyReplica() ?? []) degraded.push(`model ${model}: no healthy replica`);
+    const internal = [projections?.failed && `projections: ${projections.failed}`, relay?.failure && `relay: ${relay.failure}`].filter(Boolean);
+    const report = JSON.stringify({ notReady, degraded, internal });
+    if (report !== lastReported && (notReady.length > 0 || degraded.length > 0 || lastReported !== '')) {
+      lastReported = report;
+      logger.warn({ not_ready: notReady, degraded, causes: internal }, notReady.length > 0 ? 'not ready' : degraded.length > 0 ? 'serving degraded' : 'ready again');
+    }
+    if (notReady.length > 0) return { ready: false, reasons: notReady, degraded, details };
+    return { ready: true, reasons: [], degraded, details };
   };
 
   const app =
@@ -223,33 +260,59 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           clock,
           limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
           readiness,
+          timeouts: config.http,
         })
-      : await buildHealthApp({ logger, readiness });
+      : await buildHealthApp({ logger, readiness, timeouts: config.http });
+
+  // Requests being answered, for a stop that says what it waits for.
+  let requestsInFlight = 0;
+  app.server.on('request', (_request, response) => {
+    requestsInFlight++;
+    response.once('close', () => requestsInFlight--);
+  });
 
   let closed = false;
+  let closingStep = '';
+  const waitingFor = (): string[] => {
+    if (!closed) return [];
+    const waits: string[] = [];
+    if (requestsInFlight > 0) waits.push(`${requestsInFlight} HTTP request${requestsInFlight === 1 ? '' : 's'} in flight`);
+    const chunks = parts?.runner.runningChunks ?? 0;
+    if (chunks > 0) waits.push(`${chunks} batch chunk${chunks === 1 ? '' : 's'} finishing the requests already sent`);
+    if (closingStep) waits.push(closingStep);
+    return waits;
+  };
+  const step = async (what: string, action: () => Promise<unknown> | unknown) => {
+    closingStep = what;
+    await action();
+  };
   const close = async () => {
     if (closed) return;
     closed = true;
+    // No new line of batch work goes out; lines already sent are waited for and recorded.
+    parts?.runner.stop();
     // In-flight requests finish; keep-alive connections are closed as soon as they fall idle,
     // including those whose last response was still being written when closing began.
     const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
-    await app.close().finally(() => clearInterval(idleSweep));
-    await relay?.stop();
-    await Promise.all(consumers.map((consumer) => consumer.stop().catch((error: unknown) => logger.warn({ err: error }, 'consumer did not stop cleanly'))));
-    await expiryWatch?.stop();
-    await parts?.weightSyncer?.stop();
-    await parts?.runner.idle();
+    await step('the HTTP server', () => app.close().finally(() => clearInterval(idleSweep)));
+    await step('the relay', () => relay?.stop());
+    await step('the processors', () => Promise.all(consumers.map((consumer) => consumer.stop().catch((error: unknown) => logger.warn({ err: error }, 'consumer did not stop cleanly')))));
+    await step('the batch expiry watch', () => expiryWatch?.stop());
+    await step('the weight syncer', () => parts?.weightSyncer?.stop());
+    await step('the batch runner', () => parts?.runner.idle());
     fleet?.stop();
-    await sweeper?.stop();
-    await debrisSweeper?.stop();
-    await projector?.stop();
-    await messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly'));
-    await eventStore.close();
+    await step('the file expiry sweeper', () => sweeper?.stop());
+    await step('the blob debris sweeper', () => debrisSweeper?.stop());
+    await step('the projector', () => projector?.stop());
+    await step('the message log', () => messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly')));
+    await step('the event store', () => eventStore.close());
     readModels?.close();
+    closingStep = '';
   };
 
   const startMessaging = async () => {
-    await retryUntil(() => messageLog.ensureTopics(config.kafka ? spoolTopics(config.kafka.partitions) : spoolTopics(4, config.batchParallelChunks)), () => closed, logger, 'creating the topics');
+    // Kafka's topics were made before the start went on; the embedded log's cannot fail.
+    if (!config.kafka) await retryUntil(() => messageLog.ensureTopics(topics), () => closed, logger, 'creating the topics');
     for (const consumer of consumers) await retryUntil(() => consumer.start(), () => closed, logger, 'joining a consumer group');
     if (closed) return;
     relay?.start();
@@ -258,9 +321,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
 
   try {
-    await app.listen({ port: config.port, host: config.host });
+    await listen(app, config);
     await projector?.start();
-    if (has('api') && parts) await reserveConfiguredJobs(config, parts.jobs, logger);
+    if (has('api') && parts) await reserveConfiguredJobs(config, jobDefinitions, parts.jobs, logger);
     sweeper?.start();
     debrisSweeper?.start();
     fleet?.startHealthChecks(config.engine.cooldownMs || 5000);
@@ -292,7 +355,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet, relay, sweeper, debrisSweeper, close };
+  return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet, relay, sweeper, debrisSweeper, waitingFor, close };
 }
 
 /** The application services and processors that work on the read models. */
@@ -357,14 +420,64 @@ async function retryUntil(step: () => Promise<void>, stopped: () => boolean, log
 }
 
 /** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */
-async function reserveConfiguredJobs(config: Config, jobs: JobRegistry, logger: Logger): Promise<void> {
-  const definitions = config.jobsFile ? readJobDefinitions(config.jobsFile) : [];
+async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, logger: Logger): Promise<void> {
   for (const job of definitions) {
     const reserved = await jobs.reserve(job, { correlationId: 'jobs-file' });
-    if (E.isLeft(reserved)) throw new Error(`JOBS_FILE: ${reserved.left.message}`);
+    if (E.isLeft(reserved)) throw new StartupFailure(`JOBS_FILE ${config.jobsFile}, job ${job.job_id}: ${reserved.left.message}`, ExitCode.config);
   }
   if (!config.eventStoreUrl && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
     const reserved = await jobs.reserve(DEMO_JOB, { correlationId: 'demo-job' });
     if (E.isLeft(reserved)) logger.warn({ reason: reserved.left.message }, 'demo job not reserved');
+  }
+}
+
+/** DATA_DIR exists and is writable, or the start stops naming it. */
+function prepareDataDir(dataDir: string): void {
+  inDataDir(dataDir, () => {
+    makePrivateDirectory(dataDir);
+    accessSync(dataDir, constants.W_OK);
+  });
+}
+
+/** Runs a step that writes under DATA_DIR; a file-system refusal becomes a failure naming DATA_DIR. */
+function inDataDir<T>(dataDir: string, action: () => T): T {
+  try {
+    return action();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && /^E(ACCES|PERM|NOTDIR|ROFS|NOSPC|EXIST|DQUOT|ISDIR)$/.test(code)) {
+      throw new StartupFailure(`DATA_DIR ${dataDir} cannot be created or written: ${oneLine(error)}`, ExitCode.cannotCreate, { cause: error });
+    }
+    throw error;
+  }
+}
+
+/** A step that reads a configured file (JOBS_FILE, FLEET_FILE): its failure is a configuration mistake. */
+function asConfigurationFailure<T>(action: () => T): T {
+  const fail = (error: unknown): never => {
+    if (error instanceof StartupFailure) throw error;
+    throw new StartupFailure(oneLine(error), ExitCode.config, { cause: error });
+  };
+  try {
+    const result = action();
+    return (result instanceof Promise ? result.catch(fail) : result) as T;
+  } catch (error) {
+    return fail(error);
+  }
+}
+
+/** Listens on HOST:PORT; a host or port that cannot be had is a configuration mistake named as such. */
+async function listen(app: FastifyInstance, config: Config): Promise<void> {
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const where = `${config.host}:${config.port}`;
+    if (code === 'EADDRINUSE') throw new StartupFailure(`PORT ${config.port} on HOST ${config.host} is already in use`, ExitCode.config, { cause: error });
+    if (code === 'EACCES') throw new StartupFailure(`PORT ${config.port} on HOST ${config.host} needs privileges this process lacks`, ExitCode.config, { cause: error });
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EADDRNOTAVAIL' || code === 'EAI_NONAME') {
+      throw new StartupFailure(`HOST ${config.host} cannot be listened on (${code}): it must be an address or a name of this machine, e.g. 0.0.0.0 or 127.0.0.1 (listening on ${where})`, ExitCode.config, { cause: error });
+    }
+    throw error;
   }
 }

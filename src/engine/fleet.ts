@@ -334,6 +334,12 @@ export class Fleet implements EngineDirectory {
     return [...this.pools.keys()];
   }
 
+  /** Models (and the ENGINE_BASE_URL engine, as "*") whose every replica is left out after failing. */
+  modelsWithoutHealthyReplica(): string[] {
+    const named = [...this.pools].filter(([, pool]) => !pool.state().some((slot) => slot.healthy)).map(([model]) => model);
+    return this.fallback && !this.fallback.state().some((slot) => slot.healthy) ? [...named, '*'] : named;
+  }
+
   startHealthChecks(intervalMs: number): void {
     const tick = () => {
       void Promise.all([...this.pools.values(), ...(this.fallback ? [this.fallback] : [])].map((pool) => pool.checkHealth())).finally(() => {

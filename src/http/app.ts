@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from '../config.js';
 import { notFound } from './api-error.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
 import { MAX_PATH_PARAMETER_LENGTH, answerClientError, answerFrameworkError, answerUnmetExpectation, installErrorHandling } from './error-handler.js';
@@ -16,6 +17,7 @@ import { type HistoryRouteDeps, registerHistoryRoutes } from './routes/history.j
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
+import { limitIdleClients, slowClientOptions } from './slow-clients.js';
 import { UPLOAD_FIELD_SIZE_LIMIT } from './upload-form.js';
 
 export const SERVICE_VERSION = '0.1.0';
@@ -23,6 +25,7 @@ export const SERVICE_VERSION = '0.1.0';
 export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
+  readonly timeouts?: HttpTimeouts;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -39,6 +42,12 @@ const ANSWER_EVERY_ERROR_AS_JSON = {
   http: { requireHostHeader: false },
 } as const;
 
+/** Both servers' options: slow clients held to the timeouts, and every refusal in JSON. */
+function serverOptions(timeouts: HttpTimeouts) {
+  const slow = slowClientOptions(timeouts);
+  return { ...slow, ...ANSWER_EVERY_ERROR_AS_JSON, http: { ...slow.http, ...ANSWER_EVERY_ERROR_AS_JSON.http } };
+}
+
 export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
@@ -50,8 +59,9 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
-    ...ANSWER_EVERY_ERROR_AS_JSON,
+    ...serverOptions(deps.timeouts ?? DEFAULT_HTTP_TIMEOUTS),
   });
+  limitIdleClients(app.server);
   app.setValidatorCompiler(compileRequestValidator);
   answerUnmetExpectation(app);
   app.addHook('onRequest', async (request, reply) => {
@@ -100,8 +110,14 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
 }
 
 /** A processor's HTTP server: only /live, /ready and /openapi.json, for health probes. */
-export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger }): Promise<FastifyInstance> {
-  const app: FastifyInstance = Fastify({ loggerInstance: deps.logger as FastifyBaseLogger, disableRequestLogging: true, return503OnClosing: true, ...ANSWER_EVERY_ERROR_AS_JSON });
+export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger; readonly timeouts?: HttpTimeouts }): Promise<FastifyInstance> {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    return503OnClosing: true,
+    ...serverOptions(deps.timeouts ?? DEFAULT_HTTP_TIMEOUTS),
+  });
+  limitIdleClients(app.server);
   answerUnmetExpectation(app);
   const openapi = new OpenApiDocument({ title: 'Spool processor', version: SERVICE_VERSION, description: 'Health of one Spool processor.' });
   app.addHook('onRoute', (route) => openapi.register(route));

@@ -144,7 +144,7 @@ export function answerFrameworkError(error: FastifyError, request: FastifyReques
 function describeClientError(error: NodeJS.ErrnoException & { reason?: string }): { status: number; code: string; message: string } {
   switch (error.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { status: 408, code: 'request_timeout', message: 'The request was not received in time' };
+      return { status: 408, code: 'request_timeout', message: 'The request was not received in time (HTTP_HEADERS_TIMEOUT_SECONDS, HTTP_REQUEST_TIMEOUT_SECONDS)' };
     case 'HPE_HEADER_OVERFLOW':
       return { status: 431, code: 'headers_too_large', message: 'The request headers are larger than the server takes' };
     case 'HPE_INVALID_METHOD':

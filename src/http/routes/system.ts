@@ -3,9 +3,12 @@ import { ApiError } from '../api-error.js';
 import type { OpenApiDocument } from '../openapi.js';
 
 export interface ReadinessReport {
+  /** This process can do its job (false: 503). */
   readonly ready: boolean;
-  /** Why the service is not ready, when it is not. */
-  readonly reason?: string;
+  /** Why it is not ready, in words safe to show anyone (no path, address or host name). */
+  readonly reasons: readonly string[];
+  /** What works only in part while the process still serves, in the same words. */
+  readonly degraded: readonly string[];
   readonly details: Record<string, unknown>;
 }
 
@@ -18,13 +21,19 @@ export function registerSystemRoutes(app: FastifyInstance, deps: SystemRouteDeps
 
   app.get(
     '/ready',
-    { schema: { summary: 'Readiness: the event store is open and the read models have caught up', tags: ['system'] } },
+    {
+      schema: {
+        summary: 'Readiness: 200 while this process can do its job (status "degraded" lists what works only in part), 503 naming what it waits for',
+        tags: ['system'],
+      },
+    },
     async (_request, reply) => {
       const report = deps.readiness();
       if (!report.ready) {
-        throw new ApiError(503, `Service is not ready: ${report.reason ?? 'starting'}`, 'service_unavailable', 'not_ready');
+        throw new ApiError(503, `Service is not ready: ${report.reasons.join('; ')}`, 'service_unavailable', 'not_ready');
       }
-      return reply.status(200).send({ status: 'ready', ...report.details });
+      const status = report.degraded.length > 0 ? 'degraded' : 'ready';
+      return reply.status(200).send({ status, degraded: report.degraded, ...report.details });
     },
   );
 
