@@ -234,6 +234,20 @@ describe('deploy/ hardening, Kubernetes', () => {
     }
   });
 
+  it('lets Spool containers retry their dependencies for STARTUP_TIMEOUT_SECONDS before the startup probe gives up', () => {
+    // /live answers only once the event store and Kafka were reached, which may take the whole
+    // start-up deadline: a shorter startup probe would restart a pod that is still waiting.
+    const byName = new Map(longRunning.map((workload) => [workload.metadata.name, workload]));
+    for (const container of kubernetes.containers) {
+      const workload = byName.get(container.where.replace(/^k8s /, ''));
+      const spec = podSpec(workload).containers.find((candidate: any) => candidate.image === SPOOL_IMAGE);
+      expect(container.env.STARTUP_TIMEOUT_SECONDS ?? 'unset', `${container.where}: STARTUP_TIMEOUT_SECONDS is set explicitly`).toMatch(/^\d+$/);
+      const probe = spec.startupProbe;
+      const patience = (probe.periodSeconds ?? 10) * (probe.failureThreshold ?? 3) + (probe.initialDelaySeconds ?? 0);
+      expect(patience, `${container.where}: startupProbe period × failureThreshold`).toBeGreaterThan(Number(container.env.STARTUP_TIMEOUT_SECONDS));
+    }
+  });
+
   it('ships no secret values: no Secret with data, secrets read through secretKeyRef from the Secret deploy/README.md creates', () => {
     for (const secret of kubernetesDocuments.filter((d) => d.kind === 'Secret')) {
       expect(secret.data ?? secret.stringData, `Secret ${secret.metadata.name} carries inline values`).toBeUndefined();
