@@ -35,8 +35,8 @@ export interface Upstream {
 }
 
 /** The local OpenAI-compatible upstream (bench/upstream.ts) in its own process. */
-export async function startUpstream(latencyMs: number, concurrency: number): Promise<Upstream> {
-  const { child, match } = await startNode(join(packageRoot, 'dist/bench/upstream.js'), [String(latencyMs), String(concurrency)], {}, /listening on (\d+)/);
+export async function startUpstream(latencyMs: number, concurrency: number, policy: 'fcfs' | 'priority' = 'fcfs'): Promise<Upstream> {
+  const { child, match } = await startNode(join(packageRoot, 'dist/bench/upstream.js'), [String(latencyMs), String(concurrency), '--policy', policy], {}, /listening on (\d+)/);
   const url = `http://127.0.0.1:${match[1]}`;
   return {
     url,
@@ -172,6 +172,8 @@ export async function benchBatch(options: {
   spoolEnv?: Record<string, string>;
   /** Run the scaled-out shape on a Kafka broker instead of the embedded default. */
   kafka?: boolean;
+  /** Spool's ENGINE_CONCURRENCY when it differs from the upstream's slots (it is not told them). */
+  engineConcurrency?: number;
 }): Promise<BatchBenchResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-batch-'));
   const broker = options.kafka ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
@@ -195,11 +197,11 @@ export async function benchBatch(options: {
         baseline.push(bare);
         const bareStats = await upstream.stats();
         const dataDir = mkdtempSync(join(work, 'data-'));
-        const env = { ...benchJobEnv(work, upstream.url, options.concurrency), ...options.spoolEnv };
+        const env = { ...benchJobEnv(work, upstream.url, options.engineConcurrency ?? options.concurrency), ...options.spoolEnv };
         let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
         let rss: number;
         if (broker) {
-          const deployment = await startKafkaDeployment(dataDir, env, options.concurrency, broker);
+          const deployment = await startKafkaDeployment(dataDir, env, options.engineConcurrency ?? options.concurrency, broker);
           try {
             run = await runSpoolBatch(deployment.url, input, options.lines);
             spread = await deployment.inferenceHandled();

@@ -1,7 +1,9 @@
 // npm run bench: every benchmark side by side with its baseline, and bench/RESULTS.md rewritten.
 //   node --expose-gc dist/bench/run.js [NAME...]      (or BENCH_ONLY=name,name) runs only those;
 //   their sections of RESULTS.md are replaced and the others kept as they were.
-// Names: upload validation overhead replay batch checkpoint swap builtin images; `render` only rewrites
+// Names: upload validation overhead replay batch checkpoint swap builtin images scheduler
+// scheduler-kafka; BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
+// fleet scheduler was wired, shown beside every later run; `render` only rewrites
 // RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say).
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
@@ -17,11 +19,13 @@ import { type BuiltinResult, benchBuiltinEngine } from './builtin-engine.js';
 import { type CheckpointResult, benchCheckpoint } from './checkpoint.js';
 import { type ImagesResult, benchImages } from './images.js';
 import { type ReplayResult, benchReplay } from './replay.js';
+import { type SchedulerResult, benchScheduler } from './scheduler.js';
+import { schedulerSections } from './scheduler-results.js';
 import { type UploadResult, benchUpload } from './upload.js';
 import { type ValidationResult, benchValidation } from './validation.js';
 import { type WeightSwapResult, benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -62,6 +66,10 @@ interface Results {
   swap?: Stored<WeightSwapResult>;
   builtin?: Stored<BuiltinResult>;
   images?: Stored<ImagesResult>;
+  scheduler?: Stored<SchedulerResult>;
+  schedulerBefore?: Stored<SchedulerResult>;
+  schedulerKafka?: Stored<SchedulerResult>;
+  schedulerKafkaBefore?: Stored<SchedulerResult>;
 }
 
 const resultsPath = join(packageRoot, 'bench', 'RESULTS.md');
@@ -108,6 +116,9 @@ try {
   if (selected.has('swap')) log('swap', (results.swap = stamp(await benchWeightSwap(rounds))).data);
   if (selected.has('builtin')) log('builtin', (results.builtin = stamp(await benchBuiltinEngine(rounds))).data);
   if (selected.has('images')) log('images', (results.images = stamp(await benchImages({ lineCounts: imageLines, imageMiB: IMAGE_MIB, engineConcurrency: IMAGE_ENGINE_CONCURRENCY }))).data);
+  const schedulerBefore = process.env.BENCH_SCHEDULER_BEFORE === '1';
+  if (selected.has('scheduler')) log('scheduler', (results[schedulerBefore ? 'schedulerBefore' : 'scheduler'] = stamp(await benchScheduler('embedded'))).data);
+  if (selected.has('scheduler-kafka')) log('scheduler-kafka', (results[schedulerBefore ? 'schedulerKafkaBefore' : 'schedulerKafka'] = stamp(await benchScheduler('kafka'))).data);
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });
 }
@@ -378,10 +389,19 @@ if (results.builtin) {
   ]);
 }
 
+for (const [shape, before, after] of [
+  ['embedded', results.schedulerBefore, results.scheduler],
+  ['kafka', results.schedulerKafkaBefore, results.schedulerKafka],
+] as const) {
+  const rendered = schedulerSections(shape, before, after, { fixed, percent, met, when, data });
+  summary.push(...rendered.summary);
+  if (rendered.section) sections.push(rendered.section);
+}
+
 const document = [
   '# Benchmark results',
   '',
-  'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`; the other sections stay as they were). ' +
+  'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`; the other sections stay as they were). ' +
     'In every round the baseline and the service run back to back on the same input, so ratios compare like with like on a shared, noisy machine; each figure is the median over the rounds, and each ratio the median of the rounds\' ratios. No timing is asserted in the test suite.',
   '',
   '| item | baseline | spool | spool / baseline | target | |',

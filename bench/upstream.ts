@@ -6,7 +6,9 @@
 // does: lowest `priority` request field first (absent: 0), ties by arrival. Unlike vLLM it never
 // preempts a request already in service.
 // GET /stats answers how many requests it served, the most it held in service at once, and the
-// latency (arrival to answer) per priority value; GET /metrics answers vLLM's load gauges.
+// latency (arrival to answer) per priority value; GET /metrics answers vLLM's load gauges;
+// GET /log the requests in the order they were started (admitted to service), each with its
+// priority and its first message's content, so tests can see which work overtook which.
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 
 const positional: string[] = [];
@@ -30,6 +32,9 @@ let served = 0;
 const waiting: Array<{ priority: number; seq: number; admit: () => void }> = [];
 let arrivals = 0;
 const latencies = new Map<number, number[]>();
+/** Bounded so a long benchmark cannot grow it without end; tests read far fewer. */
+const LOG_LIMIT = 100_000;
+const started: Array<{ marker: string; priority: number }> = [];
 // The time integral of requests in service, from the first request to the last answer: divided
 // by that span, the mean number of requests the client kept in service.
 let integral = 0;
@@ -69,6 +74,15 @@ function priorityOf(body: string): number {
     return typeof priority === 'number' && Number.isInteger(priority) ? priority : 0;
   } catch {
     return 0;
+  }
+}
+
+/** The first message's content (a chat request's), at most 64 characters. */
+function markerOf(body: string): string {
+  try {
+    return String((JSON.parse(body) as { messages?: Array<{ content?: unknown }> }).messages?.[0]?.content ?? '').slice(0, 64);
+  } catch {
+    return '';
   }
 }
 
@@ -118,6 +132,7 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
       maxActive = active;
       latencies.clear();
     }
+    else if (request.url === '/log') response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ started }));
     else if (request.url === '/metrics') response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(metrics());
     else if (request.url === '/v1/models') response.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[]}');
     else response.writeHead(404).end();
@@ -130,6 +145,7 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   const priority = priorityOf(body);
   const arrivedAt = performance.now();
   await admit(priority);
+  if (started.length < LOG_LIMIT) started.push({ marker: markerOf(body), priority });
   try {
     if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs));
     const text = answer(body);

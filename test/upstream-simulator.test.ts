@@ -47,6 +47,15 @@ describe('the upstream simulator', () => {
   it('serves in arrival order by default, whatever the priority field says', async () => {
     const url = await upstream(['200', '1']);
     expect(await serviceOrder(url)).toEqual({ first: 1, loose: 2, tight: 3, 'tight-later': 4, none: 5 });
+    // GET /log lists the requests in the order they started, with their marker and priority.
+    const log = (await (await fetch(`${url}/log`)).json()) as { started: Array<{ marker: string; priority: number }> };
+    expect(log.started).toEqual([
+      { marker: 'first', priority: 5 },
+      { marker: 'loose', priority: 10 },
+      { marker: 'tight', priority: 1 },
+      { marker: 'tight-later', priority: 1 },
+      { marker: 'none', priority: 0 },
+    ]);
   });
 
   it('with --policy priority serves the lowest priority value first, ties by arrival, as vLLM does', async () => {
