@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider, DomainEvent } from '../domain/decider.js';
 import type { Rejection } from '../domain/rejection.js';
 import {
   type AppendResult,
@@ -8,17 +9,6 @@ import {
   type NewEvent,
   WrongExpectedRevisionError,
 } from '../event-store/event-store.js';
-
-export interface DomainEvent {
-  readonly type: string;
-  readonly data: object;
-}
-
-export interface Decider<Command, State, Event extends DomainEvent> {
-  decide(command: Command, state: State): E.Either<Rejection, Event[]>;
-  evolve(state: State, event: Event): State;
-  readonly initialState: State;
-}
 
 export interface Handled<State, Event> {
   readonly events: Event[];

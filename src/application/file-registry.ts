@@ -18,7 +18,8 @@ import {
 import type { Rejection } from '../domain/rejection.js';
 import type { EventMetadata, EventStore } from '../event-store/event-store.js';
 import type { Projector } from '../../projections/projector.js';
-import { type Decider, handleCommand } from './command-handler.js';
+import type { Decider } from '../domain/decider.js';
+import { handleCommand } from './command-handler.js';
 import { settle } from './read-your-writes.js';
 
 export const fileDecider: Decider<FileCommand, FileState, FileEvent> = {

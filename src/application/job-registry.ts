@@ -5,7 +5,8 @@ import { type JobCommand, type JobDefinition, type JobEvent, type JobState, deci
 import type { Rejection } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import type { Projector } from '../../projections/projector.js';
-import { type Decider, handleCommand, loadState } from './command-handler.js';
+import type { Decider } from '../domain/decider.js';
+import { handleCommand, loadState } from './command-handler.js';
 import type { CommandMetadata } from './file-registry.js';
 import { settle } from './read-your-writes.js';
 
