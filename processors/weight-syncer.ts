@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { Decider } from '../src/domain/decider.js';
 import { type Handled, handleCommand, loadState } from '../src/application/command-handler.js';
 import { settle } from '../src/application/read-your-writes.js';
 import type { Clock } from '../src/clock.js';
@@ -12,10 +11,8 @@ import {
   type WeightSyncCommand,
   type WeightSyncEvent,
   type WeightSyncState,
-  decideWeightSync,
-  evolveWeightSync,
-  initialWeightSyncState,
   parseCheckpointLocation,
+  weightSyncDecider,
   weightsStreamName,
 } from '../src/domain/weight-sync.js';
 import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
@@ -26,12 +23,6 @@ import type { EventStore } from '../src/event-store/event-store.js';
 import { deterministicUuid } from '../src/ids.js';
 import type { Projector } from '../projections/projector.js';
 import type { WeightSyncRow, WeightsQueries } from '../projections/weights-projection.js';
-
-export const weightSyncDecider: Decider<WeightSyncCommand, WeightSyncState, WeightSyncEvent> = {
-  decide: decideWeightSync,
-  evolve: evolveWeightSync,
-  initialState: initialWeightSyncState,
-};
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 

@@ -8,24 +8,19 @@ import {
   type BatchFacts,
   type BatchState,
   type OutputExpiresAfter,
+  batchDecider,
   batchStreamName,
-  decideBatch,
-  evolveBatch,
-  initialBatchState,
 } from '../domain/batch.js';
-import { fileStreamName } from '../domain/file.js';
+import { fileDecider, fileStreamName } from '../domain/file.js';
 import { slaSeconds } from '../domain/job.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { newBatchId } from '../ids.js';
 import type { Projector } from '../../projections/projector.js';
-import type { Decider } from '../domain/decider.js';
 import { type Handled, handleCommand, loadState } from './command-handler.js';
-import { type CommandMetadata, fileDecider } from './file-registry.js';
+import type { CommandMetadata } from './file-registry.js';
 import type { JobRegistry } from './job-registry.js';
 import { settle } from './read-your-writes.js';
-
-export const batchDecider: Decider<BatchCommand, BatchState, BatchEvent> = { decide: decideBatch, evolve: evolveBatch, initialState: initialBatchState };
 
 export interface CreateBatchRequest {
   readonly input_file_id: string;

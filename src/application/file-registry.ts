@@ -5,28 +5,12 @@ import type { Logger } from 'pino';
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { ByteMeter } from '../blob-store/byte-meter.js';
 import type { Clock } from '../clock.js';
-import {
-  type FileCommand,
-  type FileEvent,
-  type FileFacts,
-  type FileState,
-  decideFile,
-  evolveFile,
-  fileStreamName,
-  initialFileState,
-} from '../domain/file.js';
+import { type FileCommand, type FileFacts, fileDecider, fileStreamName } from '../domain/file.js';
 import type { Rejection } from '../domain/rejection.js';
 import type { EventMetadata, EventStore } from '../event-store/event-store.js';
 import type { Projector } from '../../projections/projector.js';
-import type { Decider } from '../domain/decider.js';
 import { handleCommand } from './command-handler.js';
 import { settle } from './read-your-writes.js';
-
-export const fileDecider: Decider<FileCommand, FileState, FileEvent> = {
-  decide: decideFile,
-  evolve: evolveFile,
-  initialState: initialFileState,
-};
 
 export type CommandMetadata = Omit<EventMetadata, 'schemaVersion'>;
 

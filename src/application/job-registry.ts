@@ -1,16 +1,13 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { type JobCommand, type JobDefinition, type JobEvent, type JobState, decideJob, evolveJob, initialJobState, jobStreamName } from '../domain/job.js';
+import { type JobDefinition, jobDecider, jobStreamName } from '../domain/job.js';
 import type { Rejection } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import type { Projector } from '../../projections/projector.js';
-import type { Decider } from '../domain/decider.js';
 import { handleCommand, loadState } from './command-handler.js';
 import type { CommandMetadata } from './file-registry.js';
 import { settle } from './read-your-writes.js';
-
-export const jobDecider: Decider<JobCommand, JobState, JobEvent> = { decide: decideJob, evolve: evolveJob, initialState: initialJobState };
 
 /** Job definitions: reserved by operators (or JOBS_FILE), looked up when batches are created. */
 export class JobRegistry {

@@ -1,6 +1,7 @@
 // The Batch aggregate (stream batch-<id>): lifecycle only. Line outcomes live in their own
 // streams (batchlines-<id>-<chunk>) so that a 50,000-line batch never makes this one slow to load.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import { type Rejection, reject } from './rejection.js';
 
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
@@ -178,3 +179,5 @@ export function evolveBatch(state: BatchState, event: BatchEvent): BatchState {
 export function stoppingCode(stopping: 'cancelled' | 'expired'): string {
   return stopping === 'cancelled' ? 'batch_cancelled' : 'batch_expired';
 }
+
+export const batchDecider: Decider<BatchCommand, BatchState, BatchEvent> = { decide: decideBatch, evolve: evolveBatch, initialState: initialBatchState };

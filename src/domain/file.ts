@@ -1,5 +1,6 @@
 // The File aggregate: pure decide/evolve, no I/O.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import type { Rejection } from './rejection.js';
 import { reject } from './rejection.js';
 
@@ -165,3 +166,5 @@ export function uploadLimitFor(purpose: string | undefined, limits: UploadLimits
     ? { bytes: limits.maxBatchFileBytes, name: 'input file size limit for purpose batch' }
     : { bytes: limits.maxFileBytes, name: 'file size limit' };
 }
+
+export const fileDecider: Decider<FileCommand, FileState, FileEvent> = { decide: decideFile, evolve: evolveFile, initialState: initialFileState };

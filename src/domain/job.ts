@@ -1,6 +1,7 @@
 // The Job definition aggregate: a job_id reserved ahead of time that ties batches to a model, a
 // use case, an SLA and a price. Pure decide/evolve.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import { type Rejection, reject } from './rejection.js';
 
 export interface JobDefinition {
@@ -57,3 +58,5 @@ export function evolveJob(_state: JobState, event: JobEvent): JobState {
   const { reserved_at, ...job } = event.data;
   return { status: 'reserved', job, reservedAt: reserved_at };
 }
+
+export const jobDecider: Decider<JobCommand, JobState, JobEvent> = { decide: decideJob, evolve: evolveJob, initialState: initialJobState };

@@ -1,6 +1,7 @@
 // Weight sync for one model serve name (stream weights-<model>): stage a checkpoint from object
 // storage, then reload it onto the model's replicas. Pure decide/evolve.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import type { CheckpointManifest } from './checkpoint-compatibility.js';
 import { type Rejection, reject } from './rejection.js';
 
@@ -146,3 +147,5 @@ export function evolveWeightSync(state: WeightSyncState, event: WeightSyncEvent)
       return { ...state, phase: 'ready', attempt: 0, staged: null, serving: state.stagedManifest ?? state.serving, stagedManifest: null };
   }
 }
+
+export const weightSyncDecider: Decider<WeightSyncCommand, WeightSyncState, WeightSyncEvent> = { decide: decideWeightSync, evolve: evolveWeightSync, initialState: initialWeightSyncState };
