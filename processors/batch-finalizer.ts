@@ -3,10 +3,11 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import type { FileRegistry } from '../src/application/file-registry.js';
-import type { LineCompletedData, LineFailedData, LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { LineCompletedData, LineFailedData } from '../src/domain/line-outcome.js';
 import type { Clock } from '../src/clock.js';
 import type { FileFacts } from '../src/domain/file.js';
-import { derivedId } from '../src/ids.js';
+import { derivedId } from '../src/domain/derived-ids.js';
 import type { BatchRow, BatchesQueries } from '../projections/batches-projection.js';
 
 const CORRELATION = { correlationId: 'batch-finalizer' };

@@ -20,7 +20,7 @@ import { Transformer } from '../src/engine/builtin/transformer.js';
 import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';
 import { BuiltinReplica, type Fleet, HttpReplica, type ReplicaPool } from '../src/engine/fleet.js';
 import type { EventStore } from '../src/event-store/event-store.js';
-import { deterministicUuid } from '../src/ids.js';
+import { deterministicUuid } from '../src/domain/derived-ids.js';
 import type { Projector } from '../projections/projector.js';
 import type { WeightSyncRow, WeightsQueries } from '../projections/weights-projection.js';
 

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { LineCompletedData, LineFailedData } from '../src/application/line-outcomes.js';
+import { type LineCompletedData, type LineFailedData, lineError } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, parseBatchLinesStreamName } from '../src/domain/batch.js';
 import type { JobEvent } from '../src/domain/job.js';
@@ -172,17 +172,6 @@ function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, chunk:
   ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, ...data.usage });
   statement(db, 'UPDATE batch_chunks SET settled = settled + 1 WHERE batch_id = ? AND chunk = ?').run(data.batch_id, chunk);
   if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
-}
-
-/** A failed line as an entry of the batch's errors.data (spec §7). */
-export function lineError(data: LineFailedData): BatchError {
-  const engineError = (data.body as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
-  return {
-    code: data.error?.code ?? (typeof engineError?.code === 'string' ? engineError.code : `http_${data.status_code ?? 0}`),
-    line: data.line,
-    message: data.error?.message ?? (typeof engineError?.message === 'string' ? engineError.message : `The engine answered ${data.status_code}`),
-    param: typeof engineError?.param === 'string' ? engineError.param : null,
-  };
 }
 
 function addError(db: Database.Database, batchId: string, error: BatchError): void {
