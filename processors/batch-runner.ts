@@ -6,7 +6,7 @@ import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
 import type { Clock } from '../src/clock.js';
 import { isBlank } from '../src/domain/batch-input.js';
-import { stoppingCode } from '../src/domain/batch.js';
+import { runsLines, stoppingCode } from '../src/domain/batch.js';
 import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
 import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
@@ -61,7 +61,7 @@ export class BatchRunner {
 
   private async runChunk(chunk: ChunkRow): Promise<void> {
     const batch = this.deps.queries.get(chunk.batch_id);
-    if (!batch || !batch.input_blob_key || (batch.status !== 'in_progress' && batch.status !== 'cancelling')) return;
+    if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return;
     const settled = await this.deps.outcomes.settledLines(chunk.batch_id, chunk.chunk);
     if (settled.size >= chunk.lines) return;
 

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
-import { type Validation, parseBatchLinesStreamName } from '../src/domain/batch.js';
+import { type Validation, isBatchEventType, parseBatchLinesStreamName, statusAfter } from '../src/domain/batch.js';
 import {
   type EventStore,
   type Position,
@@ -61,18 +61,6 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
   }
 }
 
-const BATCH_STATUS_AFTER: Record<string, string | null> = {
-  BatchCreated: 'validating',
-  BatchValidated: 'in_progress',
-  BatchFailed: 'failed',
-  BatchCancelRequested: 'cancelling',
-  BatchExpiryStarted: null,
-  BatchFinalizing: 'finalizing',
-  BatchCompleted: 'completed',
-  BatchCancelled: 'cancelled',
-  BatchExpired: 'expired',
-};
-
 /** What the relay publishes for one page of the log, topic by topic. */
 export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSchemas): Map<string, OutgoingMessage[]> {
   const out = new Map<string, OutgoingMessage[]>();
@@ -89,14 +77,14 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
   for (const event of events) {
     const position = positionToString(event.position);
     const base = { position, event_id: event.id };
-    if (event.streamName.startsWith('batch-') && event.type in BATCH_STATUS_AFTER) {
+    if (event.streamName.startsWith('batch-') && isBatchEventType(event.type)) {
       const batchId = String(event.data.batch_id);
       const message: BatchEventMessage = {
         event_id: event.id,
         event_type: event.type,
         schema_version: event.metadata.schemaVersion,
         batch_id: batchId,
-        status: BATCH_STATUS_AFTER[event.type] ?? null,
+        status: statusAfter(event.type),
         stream: event.streamName,
         revision: Number(event.revision),
         position,

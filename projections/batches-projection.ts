@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { type LineCompletedData, type LineFailedData, lineError } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
-import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, parseBatchLinesStreamName } from '../src/domain/batch.js';
+import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, parseBatchLinesStreamName, statusAfter, stoppingAfter } from '../src/domain/batch.js';
 import type { JobEvent } from '../src/domain/job.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
@@ -111,50 +111,52 @@ export const batchesProjection: Projection = {
     }
     batchEventsApplied.set(db, (batchEventsApplied.get(db) ?? 0) + 1);
     const event = recorded as unknown as BatchEvent;
+    // Status and stopping values come from the domain's transition table, never from literals here.
     const set = (assignments: string, params: object) =>
-      statement(db, `UPDATE batches SET ${assignments} WHERE id = @batch_id`).run(params);
+      statement(db, `UPDATE batches SET ${assignments} WHERE id = @batch_id`).run({ ...params, status: statusAfter(event.type), stopping: stoppingAfter(event.type) });
     switch (event.type) {
       case 'BatchCreated': {
         const data = event.data;
         statement(
           db,
           `INSERT INTO batches (id, input_file_id, endpoint, completion_window, job_id, model, price_1m_tokens, metadata, output_expires_after, status, created_at, expires_at)
-           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, 'validating', @created_at, @expires_at)
+           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, @status, @created_at, @expires_at)
            ON CONFLICT (id) DO NOTHING`,
         ).run({
           ...data,
           metadata: data.metadata === null ? null : JSON.stringify(data.metadata),
           output_expires_after: data.output_expires_after === null ? null : JSON.stringify(data.output_expires_after),
+          status: statusAfter(event.type),
         });
         return;
       }
       case 'BatchValidated': {
-        set("status = 'in_progress', in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key", event.data);
+        set("status = @status, in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key", event.data);
         const insert = statement(db, 'INSERT OR IGNORE INTO batch_chunks (batch_id, chunk, first_line, lines, start, end) VALUES (?, ?, ?, ?, ?, ?)');
         for (const chunk of event.data.chunks as ChunkSpec[]) insert.run(event.data.batch_id, chunk.index, chunk.first_line, chunk.lines, chunk.start, chunk.end);
         return;
       }
       case 'BatchFailed':
-        set("status = 'failed', failed_at = @failed_at", event.data);
+        set("status = @status, failed_at = @failed_at", event.data);
         for (const error of event.data.errors) addError(db, event.data.batch_id, error);
         return;
       case 'BatchCancelRequested':
-        set("status = 'cancelling', stopping = 'cancelled', cancelling_at = @cancelling_at", event.data);
+        set("status = @status, stopping = @stopping, cancelling_at = @cancelling_at", event.data);
         return;
       case 'BatchExpiryStarted':
-        set("stopping = 'expired'", event.data);
+        set("stopping = @stopping", event.data);
         return;
       case 'BatchFinalizing':
-        set("status = 'finalizing', finalizing_at = @finalizing_at", event.data);
+        set("status = @status, finalizing_at = @finalizing_at", event.data);
         return;
       case 'BatchCompleted':
-        set("status = 'completed', completed_at = @completed_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        set("status = @status, completed_at = @completed_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
       case 'BatchCancelled':
-        set("status = 'cancelled', cancelled_at = @cancelled_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        set("status = @status, cancelled_at = @cancelled_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
       case 'BatchExpired':
-        set("status = 'expired', expired_at = @expired_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        set("status = @status, expired_at = @expired_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
     }
   },
