@@ -12,7 +12,8 @@ import {
   isBlank,
 } from '../src/domain/batch-input.js';
 import type { BatchError, BatchFacts, ChunkSpec } from '../src/domain/batch.js';
-import { DEFAULT_UPLOAD_LIMITS, fileDecider, fileStreamName } from '../src/domain/file.js';
+import { DEFAULT_UPLOAD_LIMITS, fileDecider } from '../src/domain/file.js';
+import { fileStreamName } from '../src/domain/stream-names.js';
 import type { EngineDirectory } from '../src/engine/engine.js';
 import type { EventStore } from '../src/event-store/event-store.js';
 import { physicalLines } from './jsonl-lines.js';

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
-import { type Validation, isBatchEventType, parseBatchLinesStreamName, statusAfter } from '../src/domain/batch.js';
+import { type Validation, isBatchEventType, statusAfter } from '../src/domain/batch.js';
+import { parseStreamName } from '../src/domain/stream-names.js';
 import {
   type EventStore,
   type Position,
@@ -77,7 +78,8 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
   for (const event of events) {
     const position = positionToString(event.position);
     const base = { position, event_id: event.id };
-    if (event.streamName.startsWith('batch-') && isBatchEventType(event.type)) {
+    const stream = parseStreamName(event.streamName);
+    if (stream?.kind === 'batch' && isBatchEventType(event.type)) {
       const batchId = String(event.data.batch_id);
       const message: BatchEventMessage = {
         event_id: event.id,
@@ -104,9 +106,8 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       if (event.type === 'BatchCancelRequested' || event.type === 'BatchExpiryStarted' || event.type === 'BatchFinalizing') finalizeLooks.set(batchId, event);
     } else if (event.type === 'LineCompleted' || event.type === 'LineFailed') {
       // The batch id from the stream's name: the outcome's data (a whole response) is not read.
-      const lines = parseBatchLinesStreamName(event.streamName);
-      if (lines) finalizeLooks.set(lines.batchId, event);
-    } else if (event.streamName.startsWith('weights-') && typeof event.data.model === 'string') {
+      if (stream?.kind === 'batchlines') finalizeLooks.set(stream.id, event);
+    } else if (stream?.kind === 'weights' && typeof event.data.model === 'string') {
       weightLooks.set(event.data.model, event);
     }
   }

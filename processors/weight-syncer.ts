@@ -13,8 +13,8 @@ import {
   type WeightSyncState,
   parseCheckpointLocation,
   weightSyncDecider,
-  weightsStreamName,
 } from '../src/domain/weight-sync.js';
+import { weightsStreamName } from '../src/domain/stream-names.js';
 import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
 import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';

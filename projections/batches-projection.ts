@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import { type LineCompletedData, type LineFailedData, lineError } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
-import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, parseBatchLinesStreamName, statusAfter, stoppingAfter } from '../src/domain/batch.js';
+import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
+import { parseStreamName } from '../src/domain/stream-names.js';
 import type { JobEvent } from '../src/domain/job.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
@@ -104,9 +105,9 @@ export const batchesProjection: Projection = {
     db.exec('DROP TABLE IF EXISTS batches; DROP TABLE IF EXISTS batch_chunks; DROP TABLE IF EXISTS batch_errors;');
   },
   apply(db, recorded) {
-    const lines = parseBatchLinesStreamName(recorded.streamName);
-    if (lines) {
-      applyLineOutcome(db, recorded, lines.chunk);
+    const stream = parseStreamName(recorded.streamName);
+    if (stream?.kind === 'batchlines') {
+      applyLineOutcome(db, recorded, stream.chunk);
       return;
     }
     batchEventsApplied.set(db, (batchEventsApplied.get(db) ?? 0) + 1);

@@ -9,10 +9,10 @@ import {
   type BatchState,
   type OutputExpiresAfter,
   batchDecider,
-  batchStreamName,
 } from '../domain/batch.js';
-import { fileDecider, fileStreamName } from '../domain/file.js';
+import { fileDecider } from '../domain/file.js';
 import { slaSeconds } from '../domain/job.js';
+import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { newBatchId } from '../ids.js';

@@ -1,7 +1,8 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { type JobDefinition, jobDecider, jobStreamName } from '../domain/job.js';
+import { type JobDefinition, jobDecider } from '../domain/job.js';
+import { jobStreamName } from '../domain/stream-names.js';
 import type { Rejection } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import type { Projector } from '../../projections/projector.js';

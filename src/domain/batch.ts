@@ -152,15 +152,6 @@ export function readyToFinish(batch: {
   return batch.settled >= batch.total;
 }
 
-export const batchStreamName = (batchId: string): string => `batch-${batchId}`;
-export const batchLinesStreamName = (batchId: string, chunk: number): string => `batchlines-${batchId}-${chunk}`;
-
-/** The batch and chunk of a line-outcome stream's name; undefined for any other stream. */
-export function parseBatchLinesStreamName(streamName: string): { batchId: string; chunk: number } | undefined {
-  const match = /^batchlines-(.+)-(\d+)$/.exec(streamName);
-  return match ? { batchId: match[1]!, chunk: Number(match[2]) } : undefined;
-}
-
 const notFound = (command: BatchCommand) =>
   reject('not_found', `No such batch${'facts' in command ? `: ${command.facts.batch_id}` : ''}`, 'batch_id');
 

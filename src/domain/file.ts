@@ -93,8 +93,6 @@ export type FileEvent =
   | { readonly type: 'FileDeleted'; readonly data: { readonly file_id: string; readonly deleted_at: number } }
   | { readonly type: 'FileExpired'; readonly data: { readonly file_id: string; readonly expired_at: number } };
 
-export const fileStreamName = (fileId: string): string => `file-${fileId}`;
-
 export function decideFile(command: FileCommand, state: FileState): E.Either<Rejection, FileEvent[]> {
   switch (command.type) {
     case 'RegisterFile': {

@@ -23,8 +23,6 @@ export type JobCommand = { readonly type: 'ReserveJob'; readonly job: JobDefinit
 
 export type JobEvent = { readonly type: 'JobReserved'; readonly data: JobDefinition & { readonly reserved_at: number } };
 
-export const jobStreamName = (jobId: string): string => `job-${jobId}`;
-
 const SLA = /^(\d{1,9})([smhd])$/;
 const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
 

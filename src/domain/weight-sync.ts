@@ -70,8 +70,6 @@ export type WeightSyncEvent =
   | { readonly type: 'ReplicaReloaded'; readonly data: Model & { readonly replica: string; readonly location: string; readonly reloaded_at: number } }
   | { readonly type: 'WeightsReloaded'; readonly data: Model & { readonly location: string; readonly path: string; readonly reloaded_at: number } };
 
-export const weightsStreamName = (model: string): string => `weights-${model}`;
-
 /** `s3://bucket/prefix/`: a bucket and a folder-like prefix, with the trailing slash. */
 export function parseCheckpointLocation(location: string): { bucket: string; prefix: string } | undefined {
   const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/((?:[^/\s]+\/)+)$/.exec(location);
