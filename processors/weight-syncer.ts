@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import { type Handled, handleCommand, loadState } from '../src/application/command-handler.js';
-import { settle } from '../src/application/read-your-writes.js';
+import { type Handled, execute, loadState } from '../src/application/command-handler.js';
 import type { Clock } from '../src/clock.js';
 import { hotSwapDifferences, rejectionReasons } from '../src/domain/checkpoint-compatibility.js';
 import type { Rejection } from '../src/domain/rejection.js';
@@ -70,9 +69,7 @@ export class WeightSyncer {
     metadata: { requestId?: string; correlationId?: string },
     eventIds?: (event: WeightSyncEvent, index: number) => string,
   ): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
-    const outcome = await handleCommand(this.deps.eventStore, weightsStreamName(model), weightSyncDecider, command, { metadata, ...(eventIds ? { eventIds } : {}) });
-    if (E.isRight(outcome)) await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
-    return outcome;
+    return execute(this.deps, weightsStreamName(model), weightSyncDecider, command, { metadata, ...(eventIds ? { eventIds } : {}) });
   }
 
   // ---- the processor ------------------------------------------------------------------------

@@ -16,11 +16,8 @@ import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { newBatchId } from '../ids.js';
-import type { Projector } from '../../projections/projector.js';
-import { type Handled, handleCommand, loadState } from './command-handler.js';
-import type { CommandMetadata } from './file-registry.js';
+import { type CommandMetadata, type Handled, type ReadModelsPosition, execute, loadState } from './command-handler.js';
 import type { JobRegistry } from './job-registry.js';
-import { settle } from './read-your-writes.js';
 
 export interface CreateBatchRequest {
   readonly input_file_id: string;
@@ -33,7 +30,7 @@ export interface CreateBatchRequest {
 
 /** Commands on batches, from clients (create, cancel) and from the processors. */
 export class BatchLifecycle {
-  constructor(private readonly deps: { eventStore: EventStore; projector: Projector; jobs: JobRegistry; clock: Clock; log: Pick<Logger, 'warn'> }) {}
+  constructor(private readonly deps: { eventStore: EventStore; projector: ReadModelsPosition; jobs: JobRegistry; clock: Clock; log: Pick<Logger, 'warn'> }) {}
 
   async create(request: CreateBatchRequest, metadata: CommandMetadata): Promise<E.Either<Rejection, BatchFacts>> {
     const now = this.deps.clock.nowSeconds();
@@ -76,8 +73,6 @@ export class BatchLifecycle {
 
   /** Runs a command on the batch's stream; the read models hold its events when this returns. */
   async run(batchId: string, command: BatchCommand, metadata: CommandMetadata): Promise<E.Either<Rejection, Handled<BatchState, BatchEvent>>> {
-    const outcome = await handleCommand(this.deps.eventStore, batchStreamName(batchId), batchDecider, command, { metadata });
-    if (E.isRight(outcome)) await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
-    return outcome;
+    return execute(this.deps, batchStreamName(batchId), batchDecider, command, { metadata });
   }
 }

@@ -1,4 +1,3 @@
-import type { BatchEvent } from '../domain/batch.js';
 import { batchLinesStreamName } from '../domain/stream-names.js';
 import { type EventStore, IdempotencyConflictError, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
 import { type LineOutcome, lineOutcomeEventId } from '../domain/line-outcome.js';
