@@ -25,6 +25,7 @@ import { FileRegistry } from './application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file.js';
 import { JobRegistry } from './application/job-registry.js';
 import { LineOutcomeLog } from './application/line-outcomes.js';
+import { WeightSync } from './application/weight-sync.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { LocalBlobStore } from './blob-store/local-blob-store.js';
 import { type Clock, systemClock } from './clock.js';
@@ -207,7 +208,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           batchesQueries: parts.batchesQueries,
           history: parts.history,
           fleet,
-          weightSyncer: parts.weightSyncer!,
+          weightSync: parts.weightSync,
           weightsQueries: parts.weightsQueries,
           clock,
           limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
@@ -306,10 +307,10 @@ function wireParts(deps: {
   const validator = new BatchValidator({ eventStore, blobStore, batches, engines, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines });
   const runner = new BatchRunner({ blobStore, batches, queries: batchesQueries, outcomes, engines, clock, log: logger.child({ component: 'batch-runner' }) });
   const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
+  const weightSync = new WeightSync({ eventStore, projector, clock, log: logger });
   const weightSyncer = fleet
     ? new WeightSyncer({
-        eventStore,
-        projector,
+        weightSync,
         queries: weightsQueries,
         fleet,
         clock,
@@ -322,7 +323,7 @@ function wireParts(deps: {
         retryDelayMs: config.weightSyncRetryMs,
       })
     : undefined;
-  return { filesQueries, batchesQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSyncer };
+  return { filesQueries, batchesQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSync, weightSyncer };
 }
 
 const noEngines: EngineDirectory = { engineFor: () => undefined };
