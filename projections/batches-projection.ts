@@ -3,40 +3,9 @@ import { type LineCompletedData, type LineFailedData, lineError } from '../src/d
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
 import { parseStreamName } from '../src/domain/stream-names.js';
-import type { JobEvent } from '../src/domain/job.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
 import { statement } from './read-model-store.js';
-
-export const jobsProjection: Projection = {
-  name: 'jobs',
-  version: 1,
-  create(db) {
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS jobs (
-        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id          TEXT    NOT NULL UNIQUE,
-        model           TEXT    NOT NULL,
-        use_case        TEXT    NOT NULL,
-        sla             TEXT    NOT NULL,
-        price_1m_tokens REAL    NOT NULL,
-        reserved_at     INTEGER NOT NULL
-      );
-    `);
-  },
-  drop(db) {
-    db.exec('DROP TABLE IF EXISTS jobs');
-  },
-  apply(db, recorded) {
-    const event = recorded as unknown as JobEvent;
-    if (event.type !== 'JobReserved') return;
-    statement(
-      db,
-      `INSERT INTO jobs (job_id, model, use_case, sla, price_1m_tokens, reserved_at)
-       VALUES (@job_id, @model, @use_case, @sla, @price_1m_tokens, @reserved_at) ON CONFLICT (job_id) DO NOTHING`,
-    ).run(event.data);
-  },
-};
 
 /** Counts the batch events (not line outcomes) applied to a database: what BatchesQueries caches goes stale with it. */
 const batchEventsApplied = new WeakMap<Database.Database, number>();
@@ -236,15 +205,6 @@ export interface ChunkRow {
   readonly settled: number;
 }
 
-export interface JobRow {
-  readonly job_id: string;
-  readonly model: string;
-  readonly use_case: string;
-  readonly sla: string;
-  readonly price_1m_tokens: number;
-  readonly reserved_at: number;
-}
-
 export class BatchesQueries {
   private readonly stoppingCache = new Map<string, BatchRow['stopping'] | undefined>();
   private stoppingCacheAt = -1;
@@ -304,9 +264,5 @@ export class BatchesQueries {
 
   chunks(batchId: string): ChunkRow[] {
     return statement(this.db, 'SELECT * FROM batch_chunks WHERE batch_id = ? ORDER BY chunk').all(batchId) as ChunkRow[];
-  }
-
-  jobs(): JobRow[] {
-    return statement(this.db, 'SELECT job_id, model, use_case, sla, price_1m_tokens, reserved_at FROM jobs ORDER BY seq').all() as JobRow[];
   }
 }

@@ -14,6 +14,7 @@ import { WeightSyncer } from '../processors/weight-syncer.js';
 import { WorkConsumer } from '../processors/work-consumer.js';
 import { ALL_PROJECTIONS } from '../projections/all-projections.js';
 import { BatchesQueries } from '../projections/batches-projection.js';
+import { JobsQueries } from '../projections/jobs-projection.js';
 import { FilesQueries } from '../projections/files-projection.js';
 import { HistoryQueries } from '../projections/history-projection.js';
 import { Projector } from '../projections/projector.js';
@@ -206,6 +207,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           jobs: parts.jobs,
           batches: parts.batches,
           batchesQueries: parts.batchesQueries,
+          jobsQueries: parts.jobsQueries,
           history: parts.history,
           fleet,
           weightSync: parts.weightSync,
@@ -297,6 +299,7 @@ function wireParts(deps: {
   const { config, clock, logger, eventStore, blobStore, readModels, projector, fleet } = deps;
   const filesQueries = new FilesQueries(readModels);
   const batchesQueries = new BatchesQueries(readModels);
+  const jobsQueries = new JobsQueries(readModels);
   const weightsQueries = new WeightsQueries(readModels);
   const files = new FileRegistry({ eventStore, blobStore, projector, clock, log: logger });
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
@@ -323,7 +326,7 @@ function wireParts(deps: {
         retryDelayMs: config.weightSyncRetryMs,
       })
     : undefined;
-  return { filesQueries, batchesQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSync, weightSyncer };
+  return { filesQueries, batchesQueries, jobsQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSync, weightSyncer };
 }
 
 const noEngines: EngineDirectory = { engineFor: () => undefined };
