@@ -5,14 +5,13 @@ import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, sta
 import { parseStreamName } from '../src/domain/stream-names.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
+import type { Projector } from './projector.js';
 import { statement } from './read-model-store.js';
-
-/** Counts the batch events (not line outcomes) applied to a database: what BatchesQueries caches goes stale with it. */
-const batchEventsApplied = new WeakMap<Database.Database, number>();
 
 export const batchesProjection: Projection = {
   name: 'batches',
-  version: 1,
+  // 2: batch_chunks lost its settled column (nothing read it).
+  version: 2,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -56,7 +55,6 @@ export const batchesProjection: Projection = {
         lines      INTEGER NOT NULL,
         start      INTEGER NOT NULL,
         end        INTEGER NOT NULL,
-        settled    INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (batch_id, chunk)
       );
       CREATE TABLE IF NOT EXISTS batch_errors (
@@ -76,10 +74,9 @@ export const batchesProjection: Projection = {
   apply(db, recorded) {
     const stream = parseStreamName(recorded.streamName);
     if (stream?.kind === 'batchlines') {
-      applyLineOutcome(db, recorded, stream.chunk);
+      applyLineOutcome(db, recorded);
       return;
     }
-    batchEventsApplied.set(db, (batchEventsApplied.get(db) ?? 0) + 1);
     const event = recorded as unknown as BatchEvent;
     // Status and stopping values come from the domain's transition table, never from literals here.
     const set = (assignments: string, params: object) =>
@@ -132,7 +129,7 @@ export const batchesProjection: Projection = {
   },
 };
 
-function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, chunk: number): void {
+function applyLineOutcome(db: Database.Database, recorded: RecordedEvent): void {
   if (recorded.type !== 'LineCompleted' && recorded.type !== 'LineFailed') return;
   const data = recorded.data as unknown as LineCompletedData | LineFailedData;
   const completed = recorded.type === 'LineCompleted' ? 1 : 0;
@@ -142,7 +139,6 @@ function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, chunk:
        prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens
      WHERE id = @batch_id`,
   ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, ...data.usage });
-  statement(db, 'UPDATE batch_chunks SET settled = settled + 1 WHERE batch_id = ? AND chunk = ?').run(data.batch_id, chunk);
   if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
 }
 
@@ -202,14 +198,17 @@ export interface ChunkRow {
   readonly lines: number;
   readonly start: number;
   readonly end: number;
-  readonly settled: number;
 }
 
 export class BatchesQueries {
   private readonly stoppingCache = new Map<string, BatchRow['stopping'] | undefined>();
   private stoppingCacheAt = -1;
 
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    /** The projector feeding `db`: its count of batch events applied says when the cache is stale. */
+    private readonly projector: Pick<Projector, 'appliedCount'>,
+  ) {}
 
   get(batchId: string): BatchRow | undefined {
     return statement(this.db, 'SELECT * FROM batches WHERE id = ?').get(batchId) as BatchRow | undefined;
@@ -221,7 +220,7 @@ export class BatchesQueries {
    * change it, and line outcomes, the bulk of the log, leave it valid.
    */
   stopping(batchId: string): BatchRow['stopping'] | undefined {
-    const applied = batchEventsApplied.get(this.db) ?? 0;
+    const applied = this.projector.appliedCount('batch');
     if (applied !== this.stoppingCacheAt) {
       this.stoppingCache.clear();
       this.stoppingCacheAt = applied;
@@ -251,15 +250,6 @@ export class BatchesQueries {
 
   withStatus(statuses: readonly BatchStatus[]): BatchRow[] {
     return statement(this.db, `SELECT * FROM batches WHERE status IN (${statuses.map(() => '?').join(', ')}) ORDER BY seq`).all(...statuses) as BatchRow[];
-  }
-
-  /** Chunks of running batches that still have lines without an outcome. */
-  unsettledChunks(): ChunkRow[] {
-    return statement(
-      this.db,
-      `SELECT c.* FROM batch_chunks c JOIN batches b ON b.id = c.batch_id
-       WHERE b.status IN ('in_progress', 'cancelling') AND c.settled < c.lines ORDER BY b.seq, c.chunk`,
-    ).all() as ChunkRow[];
   }
 
   chunks(batchId: string): ChunkRow[] {

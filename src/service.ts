@@ -298,7 +298,7 @@ function wireParts(deps: {
 }) {
   const { config, clock, logger, eventStore, blobStore, readModels, projector, fleet } = deps;
   const filesQueries = new FilesQueries(readModels);
-  const batchesQueries = new BatchesQueries(readModels);
+  const batchesQueries = new BatchesQueries(readModels, projector);
   const jobsQueries = new JobsQueries(readModels);
   const weightsQueries = new WeightsQueries(readModels);
   const files = new FileRegistry({ eventStore, blobStore, projector, clock, log: logger });

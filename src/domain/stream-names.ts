@@ -20,6 +20,8 @@ export type ParsedStreamName =
   | { readonly kind: 'batch' | 'file' | 'job' | 'weights'; readonly id: string }
   | { readonly kind: 'batchlines'; readonly id: string; readonly chunk: number };
 
+export type StreamKind = ParsedStreamName['kind'];
+
 /** What a stream's name says; undefined for a name none of the makers above produces. */
 export function parseStreamName(name: string): ParsedStreamName | undefined {
   if (name.startsWith(PREFIX.batchlines)) {
