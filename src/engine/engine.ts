@@ -1,6 +1,6 @@
-// The engine port: something that answers OpenAI-compatible inference requests. Adapters: an
-// OpenAI-compatible HTTP server (vLLM, SGLang, llama.cpp, OpenAI itself); the built-in CPU model
-// and the fleet that balances replicas come later behind the same port.
+// The engine port: something that answers OpenAI-compatible inference requests. The fleet's
+// replica pools (fleet.ts) implement it, each balancing built-in CPU replicas (builtin/) or
+// OpenAI-compatible HTTP servers (vLLM, SGLang, llama.cpp, OpenAI itself).
 import { type Usage, ZERO_USAGE } from '../domain/line-outcome.js';
 
 export interface EngineRequest {
