@@ -61,9 +61,9 @@ export async function loadState<State, Event extends DomainEvent>(
 
 /**
  * Load a stream, decide, append with the revision that was read. A concurrent writer makes the
- * append fail; then the whole cycle runs again on the fresh state.
+ * append fail; then the whole cycle runs again on the fresh state. Callers go through execute().
  */
-export async function handleCommand<Command, State, Event extends DomainEvent>(
+async function handleCommand<Command, State, Event extends DomainEvent>(
   store: EventStore,
   streamName: string,
   decider: Decider<Command, State, Event>,
