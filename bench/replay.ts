@@ -33,7 +33,7 @@ async function project(dataDir: string): Promise<{ events: number; seconds: numb
     await projector.whenCaughtUp();
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     await projector.stop();
-    if (new BatchesQueries(readModels).list(1)?.data[0]?.status !== 'completed') throw new Error('the rebuilt read models do not hold the completed batch');
+    if (new BatchesQueries(readModels, projector).list(1)?.data[0]?.status !== 'completed') throw new Error('the rebuilt read models do not hold the completed batch');
     return { events: projector.eventsApplied, seconds };
   } finally {
     await eventStore.close();

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { BatchesQueries } from '../projections/batches-projection.js';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import type { Clock } from '../src/clock.js';
+import { STOPPABLE_STATUSES } from '../src/domain/batch.js';
 
 /**
  * Time is not an event: once a second, batches past their expires_at start winding down. Several
@@ -29,7 +30,7 @@ export class BatchExpiryWatch {
 
   private async look(): Promise<void> {
     const now = this.deps.clock.nowSeconds();
-    for (const batch of this.deps.queries.withStatus(['validating', 'in_progress'])) {
+    for (const batch of this.deps.queries.withStatus(STOPPABLE_STATUSES)) {
       if (this.stopped) return;
       if (batch.expires_at === null || batch.expires_at > now || batch.stopping) continue;
       await this.deps.batches.run(batch.id, { type: 'StartExpiry', at: now }, { correlationId: 'batch-expiry' });

@@ -3,20 +3,15 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import type { FileRegistry } from '../src/application/file-registry.js';
-import type { LineCompletedData, LineFailedData, LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { LineCompletedData, LineFailedData } from '../src/domain/line-outcome.js';
 import type { Clock } from '../src/clock.js';
+import { mayBeginFinalizing, readyToFinish } from '../src/domain/batch.js';
 import type { FileFacts } from '../src/domain/file.js';
-import { derivedId } from '../src/ids.js';
+import { derivedId } from '../src/domain/derived-ids.js';
 import type { BatchRow, BatchesQueries } from '../projections/batches-projection.js';
 
 const CORRELATION = { correlationId: 'batch-finalizer' };
-
-/** Whether every line of the batch has its outcome, so its files can be written. */
-export function readyToFinalize(batch: BatchRow): boolean {
-  if (batch.status === 'validating') return batch.stopping !== null; // wound down before it ran
-  if (batch.status !== 'in_progress' && batch.status !== 'finalizing' && batch.status !== 'cancelling') return false;
-  return batch.completed + batch.failed >= batch.total;
-}
 
 /** One output or error file line, in the OpenAI batch line shape. */
 function outputLine(batchId: string, kind: 'output' | 'error', data: LineCompletedData | LineFailedData): string | undefined {
@@ -51,8 +46,8 @@ export class BatchFinalizer {
 
   async finalize(batchId: string): Promise<void> {
     let batch = this.deps.queries.get(batchId);
-    if (!batch || !readyToFinalize(batch)) return;
-    if (batch.status === 'in_progress' && !batch.stopping) {
+    if (!batch || !readyToFinish({ ...batch, settled: batch.completed + batch.failed })) return;
+    if (mayBeginFinalizing(batch)) {
       await this.deps.batches.run(batchId, { type: 'BeginFinalizing', at: this.deps.clock.nowSeconds() }, CORRELATION);
       batch = this.deps.queries.get(batchId)!;
     }

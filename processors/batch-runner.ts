@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
-import type { LineOutcome, LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { LineOutcomeLog } from '../src/application/line-outcomes.js';
+import { type LineOutcome, ZERO_USAGE } from '../src/domain/line-outcome.js';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
 import type { Clock } from '../src/clock.js';
 import { isBlank } from '../src/domain/batch-input.js';
-import { stoppingCode } from '../src/domain/batch.js';
-import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, ZERO_USAGE, usageOf } from '../src/engine/engine.js';
+import { runsLines, stoppingCode } from '../src/domain/batch.js';
+import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
 import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { physicalLines } from './jsonl-lines.js';
@@ -84,7 +85,7 @@ export class BatchRunner {
 
   private async runChunk(chunk: ChunkRow): Promise<void> {
     const batch = this.deps.queries.get(chunk.batch_id);
-    if (!batch || !batch.input_blob_key || (batch.status !== 'in_progress' && batch.status !== 'cancelling')) return;
+    if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return;
     const settled = await this.deps.outcomes.settledLines(chunk.batch_id, chunk.chunk);
     if (settled.size >= chunk.lines) return;
 

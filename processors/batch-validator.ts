@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import { loadState } from '../src/application/command-handler.js';
-import { fileDecider } from '../src/application/file-registry.js';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
 import type { Clock } from '../src/clock.js';
@@ -13,7 +12,8 @@ import {
   isBlank,
 } from '../src/domain/batch-input.js';
 import type { BatchError, BatchFacts, ChunkSpec } from '../src/domain/batch.js';
-import { DEFAULT_UPLOAD_LIMITS, fileStreamName } from '../src/domain/file.js';
+import { DEFAULT_UPLOAD_LIMITS, fileDecider } from '../src/domain/file.js';
+import { fileStreamName } from '../src/domain/stream-names.js';
 import type { EngineDirectory } from '../src/engine/engine.js';
 import type { EventStore } from '../src/event-store/event-store.js';
 import { physicalLines } from './jsonl-lines.js';

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
-import { type Validation, parseBatchLinesStreamName } from '../src/domain/batch.js';
+import { type Validation, isBatchEventType, statusAfter } from '../src/domain/batch.js';
+import { parseStreamName } from '../src/domain/stream-names.js';
 import {
   type EventStore,
   type Position,
@@ -63,18 +64,6 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
   }
 }
 
-const BATCH_STATUS_AFTER: Record<string, string | null> = {
-  BatchCreated: 'validating',
-  BatchValidated: 'in_progress',
-  BatchFailed: 'failed',
-  BatchCancelRequested: 'cancelling',
-  BatchExpiryStarted: null,
-  BatchFinalizing: 'finalizing',
-  BatchCompleted: 'completed',
-  BatchCancelled: 'cancelled',
-  BatchExpired: 'expired',
-};
-
 /** What the relay publishes for one page of the log, topic by topic. */
 export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSchemas): Map<string, OutgoingMessage[]> {
   const out = new Map<string, OutgoingMessage[]>();
@@ -91,14 +80,15 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
   for (const event of events) {
     const position = positionToString(event.position);
     const base = { position, event_id: event.id };
-    if (event.streamName.startsWith('batch-') && event.type in BATCH_STATUS_AFTER) {
+    const stream = parseStreamName(event.streamName);
+    if (stream?.kind === 'batch' && isBatchEventType(event.type)) {
       const batchId = String(event.data.batch_id);
       const message: BatchEventMessage = {
         event_id: event.id,
         event_type: event.type,
         schema_version: event.metadata.schemaVersion,
         batch_id: batchId,
-        status: BATCH_STATUS_AFTER[event.type] ?? null,
+        status: statusAfter(event.type),
         stream: event.streamName,
         revision: Number(event.revision),
         position,
@@ -118,9 +108,8 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       if (event.type === 'BatchCancelRequested' || event.type === 'BatchExpiryStarted' || event.type === 'BatchFinalizing') finalizeLooks.set(batchId, event);
     } else if (event.type === 'LineCompleted' || event.type === 'LineFailed') {
       // The batch id from the stream's name: the outcome's data (a whole response) is not read.
-      const lines = parseBatchLinesStreamName(event.streamName);
-      if (lines) finalizeLooks.set(lines.batchId, event);
-    } else if (event.streamName.startsWith('weights-') && typeof event.data.model === 'string') {
+      if (stream?.kind === 'batchlines') finalizeLooks.set(stream.id, event);
+    } else if (stream?.kind === 'weights' && typeof event.data.model === 'string') {
       weightLooks.set(event.data.model, event);
     }
   }

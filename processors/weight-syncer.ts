@@ -1,43 +1,23 @@
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import { type Decider, type Handled, handleCommand, loadState } from '../src/application/command-handler.js';
-import { settle } from '../src/application/read-your-writes.js';
+import type { WeightSync } from '../src/application/weight-sync.js';
 import type { Clock } from '../src/clock.js';
 import { hotSwapDifferences, rejectionReasons } from '../src/domain/checkpoint-compatibility.js';
-import type { Rejection } from '../src/domain/rejection.js';
-import {
-  type WeightSyncCommand,
-  type WeightSyncEvent,
-  type WeightSyncState,
-  decideWeightSync,
-  evolveWeightSync,
-  initialWeightSyncState,
-  parseCheckpointLocation,
-  weightsStreamName,
-} from '../src/domain/weight-sync.js';
+import { parseCheckpointLocation } from '../src/domain/weight-sync.js';
 import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
 import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';
 import { BuiltinReplica, type Fleet, HttpReplica, type ReplicaPool } from '../src/engine/fleet.js';
-import type { EventStore } from '../src/event-store/event-store.js';
-import { deterministicUuid } from '../src/ids.js';
-import type { Projector } from '../projections/projector.js';
+import { deterministicUuid } from '../src/domain/derived-ids.js';
 import type { WeightSyncRow, WeightsQueries } from '../projections/weights-projection.js';
-
-export const weightSyncDecider: Decider<WeightSyncCommand, WeightSyncState, WeightSyncEvent> = {
-  decide: decideWeightSync,
-  evolve: evolveWeightSync,
-  initialState: initialWeightSyncState,
-};
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 
 /**
- * Weight sync, from the operator's request to the fleet serving the new weights: validate the
- * checkpoint from its headers, stage it, and reload it replica by replica. Driven by the weights
- * read model like the batch pipeline: a restart picks every sync up where the log left it.
+ * The checkpoint processor: takes a requested weight sync to the fleet serving the new weights.
+ * Validates the checkpoint from its headers, stages it, and reloads it replica by replica,
+ * recording each result through the WeightSync application service. Driven by the weights read
+ * model like the batch pipeline: a restart picks every sync up where the log left it.
  */
 export class WeightSyncer {
   private readonly busy = new Set<string>();
@@ -49,8 +29,7 @@ export class WeightSyncer {
 
   constructor(
     private readonly deps: {
-      eventStore: EventStore;
-      projector: Projector;
+      weightSync: WeightSync;
       queries: WeightsQueries;
       fleet: Fleet;
       clock: Clock;
@@ -61,29 +40,6 @@ export class WeightSyncer {
       retryDelayMs: number;
     },
   ) {}
-
-  // ---- commands from the HTTP layer -------------------------------------------------------
-
-  requestUpload(model: string, location: string, metadata: { requestId?: string; correlationId?: string }): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
-    return this.run(model, { type: 'RequestUpload', model, syncId: `sync_${randomUUID().replace(/-/g, '').slice(0, 24)}`, location, at: this.deps.clock.nowSeconds() }, metadata);
-  }
-
-  requestReload(model: string, metadata: { requestId?: string; correlationId?: string }): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
-    return this.run(model, { type: 'RequestReload', model, at: this.deps.clock.nowSeconds() }, metadata);
-  }
-
-  private async run(
-    model: string,
-    command: WeightSyncCommand,
-    metadata: { requestId?: string; correlationId?: string },
-    eventIds?: (event: WeightSyncEvent, index: number) => string,
-  ): Promise<E.Either<Rejection, Handled<WeightSyncState, WeightSyncEvent>>> {
-    const outcome = await handleCommand(this.deps.eventStore, weightsStreamName(model), weightSyncDecider, command, { metadata, ...(eventIds ? { eventIds } : {}) });
-    if (E.isRight(outcome)) await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
-    return outcome;
-  }
-
-  // ---- the processor ------------------------------------------------------------------------
 
   /**
    * Takes the model's sync one step further if it is uploading or reloading: the checkpoint
@@ -130,7 +86,7 @@ export class WeightSyncer {
     const message = error instanceof Error ? error.message : String(error);
     this.deps.log.warn({ model: row.model, step, err: error }, 'weight sync attempt failed');
     this.notBefore.set(row.model, Date.now() + this.deps.retryDelayMs * 2 ** row.attempt);
-    await this.run(row.model, { type: 'RecordAttemptFailed', syncId: row.sync_id!, step, error: message, at: this.deps.clock.nowSeconds() }, CORRELATION);
+    await this.deps.weightSync.record(row.model, { type: 'RecordAttemptFailed', syncId: row.sync_id!, step, error: message, at: this.deps.clock.nowSeconds() }, CORRELATION);
   }
 
   private async upload(row: WeightSyncRow): Promise<void> {
@@ -142,23 +98,23 @@ export class WeightSyncer {
       this.source ??= this.deps.openSource();
       const source = await this.source;
       const remote = await source.describe(location.bucket, location.prefix);
-      const { state } = await loadState(this.deps.eventStore, weightsStreamName(row.model), weightSyncDecider);
+      const state = await this.deps.weightSync.state(row.model);
       const serving = servingManifest(pool) ?? state.serving ?? undefined;
       if (serving) {
         const reasons = rejectionReasons(hotSwapDifferences(serving, remote.manifest));
         if (reasons.length > 0) {
-          await this.run(row.model, { type: 'RecordRejected', syncId, differences: reasons, at: this.deps.clock.nowSeconds() }, CORRELATION);
+          await this.deps.weightSync.record(row.model, { type: 'RecordRejected', syncId, differences: reasons, at: this.deps.clock.nowSeconds() }, CORRELATION);
           return;
         }
       }
-      await this.run(row.model, { type: 'RecordValidated', syncId, shards: remote.files, manifest: remote.manifest, at: this.deps.clock.nowSeconds() }, CORRELATION);
+      await this.deps.weightSync.record(row.model, { type: 'RecordValidated', syncId, shards: remote.files, manifest: remote.manifest, at: this.deps.clock.nowSeconds() }, CORRELATION);
       const path = join(this.deps.stagingDir, row.model.replace(/[^A-Za-z0-9._-]/g, '_'), syncId);
       const files = await source.transfer(location.bucket, location.prefix, remote.files, path);
-      await this.run(row.model, { type: 'RecordStaged', staged: { sync_id: syncId, location: row.location!, path, files, staged_at: this.deps.clock.nowSeconds() } }, CORRELATION);
+      await this.deps.weightSync.record(row.model, { type: 'RecordStaged', staged: { sync_id: syncId, location: row.location!, path, files, staged_at: this.deps.clock.nowSeconds() } }, CORRELATION);
       this.deps.log.info({ model: row.model, sync_id: syncId, files: files.length }, 'checkpoint staged');
     } catch (error) {
       if (error instanceof Error && error.name === 'InvalidCheckpointError') {
-        await this.run(row.model, { type: 'RecordRejected', syncId, differences: [error.message], at: this.deps.clock.nowSeconds() }, CORRELATION);
+        await this.deps.weightSync.record(row.model, { type: 'RecordRejected', syncId, differences: [error.message], at: this.deps.clock.nowSeconds() }, CORRELATION);
         return;
       }
       await this.failAttempt(row, 'upload', error);
@@ -169,7 +125,7 @@ export class WeightSyncer {
     const pool = this.deps.fleet.engineFor(row.model);
     if (!pool || !row.sync_id) return;
     const syncId = row.sync_id;
-    const { state } = await loadState(this.deps.eventStore, weightsStreamName(row.model), weightSyncDecider);
+    const state = await this.deps.weightSync.state(row.model);
     if (!state.staged) return;
     const staged = state.staged;
     try {
@@ -184,12 +140,12 @@ export class WeightSyncer {
         } else if (replica instanceof HttpReplica) {
           await replica.reloadWeights(staged.path);
         }
-        await this.run(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
+        await this.deps.weightSync.record(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
       }
       // Ready only once a request through the normal inference path is answered.
       const probe = await pool.infer({ endpoint: '/v1/chat/completions', body: { model: row.model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 } });
       if (probe.statusCode >= 400) throw new Error(`the test request after the swap was answered ${probe.statusCode}`);
-      await this.run(row.model, { type: 'RecordReloaded', syncId, at: this.deps.clock.nowSeconds() }, CORRELATION);
+      await this.deps.weightSync.record(row.model, { type: 'RecordReloaded', syncId, at: this.deps.clock.nowSeconds() }, CORRELATION);
       this.deps.log.info({ model: row.model, sync_id: syncId, location: staged.location }, 'weights reloaded');
     } catch (error) {
       await this.failAttempt(row, 'reload', error);

@@ -1,6 +1,7 @@
-import { batchesProjection, jobsProjection } from './batches-projection.js';
+import { batchesProjection } from './batches-projection.js';
 import { filesProjection } from './files-projection.js';
 import { historyProjection } from './history-projection.js';
+import { jobsProjection } from './jobs-projection.js';
 import type { Projection } from './projection.js';
 import { weightsProjection } from './weights-projection.js';
 

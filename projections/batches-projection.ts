@@ -1,48 +1,17 @@
 import type Database from 'better-sqlite3';
-import type { LineCompletedData, LineFailedData } from '../src/application/line-outcomes.js';
+import { type LineCompletedData, type LineFailedData, lineError } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
-import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, parseBatchLinesStreamName } from '../src/domain/batch.js';
-import type { JobEvent } from '../src/domain/job.js';
+import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
+import { parseStreamName } from '../src/domain/stream-names.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
+import type { Projector } from './projector.js';
 import { statement } from './read-model-store.js';
-
-export const jobsProjection: Projection = {
-  name: 'jobs',
-  version: 1,
-  create(db) {
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS jobs (
-        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id          TEXT    NOT NULL UNIQUE,
-        model           TEXT    NOT NULL,
-        use_case        TEXT    NOT NULL,
-        sla             TEXT    NOT NULL,
-        price_1m_tokens REAL    NOT NULL,
-        reserved_at     INTEGER NOT NULL
-      );
-    `);
-  },
-  drop(db) {
-    db.exec('DROP TABLE IF EXISTS jobs');
-  },
-  apply(db, recorded) {
-    const event = recorded as unknown as JobEvent;
-    if (event.type !== 'JobReserved') return;
-    statement(
-      db,
-      `INSERT INTO jobs (job_id, model, use_case, sla, price_1m_tokens, reserved_at)
-       VALUES (@job_id, @model, @use_case, @sla, @price_1m_tokens, @reserved_at) ON CONFLICT (job_id) DO NOTHING`,
-    ).run(event.data);
-  },
-};
-
-/** Counts the batch events (not line outcomes) applied to a database: what BatchesQueries caches goes stale with it. */
-const batchEventsApplied = new WeakMap<Database.Database, number>();
 
 export const batchesProjection: Projection = {
   name: 'batches',
-  version: 1,
+  // 2: batch_chunks lost its settled column (nothing read it).
+  version: 2,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -86,7 +55,6 @@ export const batchesProjection: Projection = {
         lines      INTEGER NOT NULL,
         start      INTEGER NOT NULL,
         end        INTEGER NOT NULL,
-        settled    INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (batch_id, chunk)
       );
       CREATE TABLE IF NOT EXISTS batch_errors (
@@ -104,63 +72,64 @@ export const batchesProjection: Projection = {
     db.exec('DROP TABLE IF EXISTS batches; DROP TABLE IF EXISTS batch_chunks; DROP TABLE IF EXISTS batch_errors;');
   },
   apply(db, recorded) {
-    const lines = parseBatchLinesStreamName(recorded.streamName);
-    if (lines) {
-      applyLineOutcome(db, recorded, lines.chunk);
+    const stream = parseStreamName(recorded.streamName);
+    if (stream?.kind === 'batchlines') {
+      applyLineOutcome(db, recorded);
       return;
     }
-    batchEventsApplied.set(db, (batchEventsApplied.get(db) ?? 0) + 1);
     const event = recorded as unknown as BatchEvent;
+    // Status and stopping values come from the domain's transition table, never from literals here.
     const set = (assignments: string, params: object) =>
-      statement(db, `UPDATE batches SET ${assignments} WHERE id = @batch_id`).run(params);
+      statement(db, `UPDATE batches SET ${assignments} WHERE id = @batch_id`).run({ ...params, status: statusAfter(event.type), stopping: stoppingAfter(event.type) });
     switch (event.type) {
       case 'BatchCreated': {
         const data = event.data;
         statement(
           db,
           `INSERT INTO batches (id, input_file_id, endpoint, completion_window, job_id, model, price_1m_tokens, metadata, output_expires_after, status, created_at, expires_at)
-           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, 'validating', @created_at, @expires_at)
+           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, @status, @created_at, @expires_at)
            ON CONFLICT (id) DO NOTHING`,
         ).run({
           ...data,
           metadata: data.metadata === null ? null : JSON.stringify(data.metadata),
           output_expires_after: data.output_expires_after === null ? null : JSON.stringify(data.output_expires_after),
+          status: statusAfter(event.type),
         });
         return;
       }
       case 'BatchValidated': {
-        set("status = 'in_progress', in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key", event.data);
+        set("status = @status, in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key", event.data);
         const insert = statement(db, 'INSERT OR IGNORE INTO batch_chunks (batch_id, chunk, first_line, lines, start, end) VALUES (?, ?, ?, ?, ?, ?)');
         for (const chunk of event.data.chunks as ChunkSpec[]) insert.run(event.data.batch_id, chunk.index, chunk.first_line, chunk.lines, chunk.start, chunk.end);
         return;
       }
       case 'BatchFailed':
-        set("status = 'failed', failed_at = @failed_at", event.data);
+        set("status = @status, failed_at = @failed_at", event.data);
         for (const error of event.data.errors) addError(db, event.data.batch_id, error);
         return;
       case 'BatchCancelRequested':
-        set("status = 'cancelling', stopping = 'cancelled', cancelling_at = @cancelling_at", event.data);
+        set("status = @status, stopping = @stopping, cancelling_at = @cancelling_at", event.data);
         return;
       case 'BatchExpiryStarted':
-        set("stopping = 'expired'", event.data);
+        set("stopping = @stopping", event.data);
         return;
       case 'BatchFinalizing':
-        set("status = 'finalizing', finalizing_at = @finalizing_at", event.data);
+        set("status = @status, finalizing_at = @finalizing_at", event.data);
         return;
       case 'BatchCompleted':
-        set("status = 'completed', completed_at = @completed_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        set("status = @status, completed_at = @completed_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
       case 'BatchCancelled':
-        set("status = 'cancelled', cancelled_at = @cancelled_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        set("status = @status, cancelled_at = @cancelled_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
       case 'BatchExpired':
-        set("status = 'expired', expired_at = @expired_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
+        set("status = @status, expired_at = @expired_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
     }
   },
 };
 
-function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, chunk: number): void {
+function applyLineOutcome(db: Database.Database, recorded: RecordedEvent): void {
   if (recorded.type !== 'LineCompleted' && recorded.type !== 'LineFailed') return;
   const data = recorded.data as unknown as LineCompletedData | LineFailedData;
   const completed = recorded.type === 'LineCompleted' ? 1 : 0;
@@ -170,19 +139,7 @@ function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, chunk:
        prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens
      WHERE id = @batch_id`,
   ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, ...data.usage });
-  statement(db, 'UPDATE batch_chunks SET settled = settled + 1 WHERE batch_id = ? AND chunk = ?').run(data.batch_id, chunk);
   if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
-}
-
-/** A failed line as an entry of the batch's errors.data (spec §7). */
-export function lineError(data: LineFailedData): BatchError {
-  const engineError = (data.body as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
-  return {
-    code: data.error?.code ?? (typeof engineError?.code === 'string' ? engineError.code : `http_${data.status_code ?? 0}`),
-    line: data.line,
-    message: data.error?.message ?? (typeof engineError?.message === 'string' ? engineError.message : `The engine answered ${data.status_code}`),
-    param: typeof engineError?.param === 'string' ? engineError.param : null,
-  };
 }
 
 function addError(db: Database.Database, batchId: string, error: BatchError): void {
@@ -241,23 +198,17 @@ export interface ChunkRow {
   readonly lines: number;
   readonly start: number;
   readonly end: number;
-  readonly settled: number;
-}
-
-export interface JobRow {
-  readonly job_id: string;
-  readonly model: string;
-  readonly use_case: string;
-  readonly sla: string;
-  readonly price_1m_tokens: number;
-  readonly reserved_at: number;
 }
 
 export class BatchesQueries {
   private readonly stoppingCache = new Map<string, BatchRow['stopping'] | undefined>();
   private stoppingCacheAt = -1;
 
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    /** The projector feeding `db`: its count of batch events applied says when the cache is stale. */
+    private readonly projector: Pick<Projector, 'appliedCount'>,
+  ) {}
 
   get(batchId: string): BatchRow | undefined {
     return statement(this.db, 'SELECT * FROM batches WHERE id = ?').get(batchId) as BatchRow | undefined;
@@ -269,7 +220,7 @@ export class BatchesQueries {
    * change it, and line outcomes, the bulk of the log, leave it valid.
    */
   stopping(batchId: string): BatchRow['stopping'] | undefined {
-    const applied = batchEventsApplied.get(this.db) ?? 0;
+    const applied = this.projector.appliedCount('batch');
     if (applied !== this.stoppingCacheAt) {
       this.stoppingCache.clear();
       this.stoppingCacheAt = applied;
@@ -301,20 +252,7 @@ export class BatchesQueries {
     return statement(this.db, `SELECT * FROM batches WHERE status IN (${statuses.map(() => '?').join(', ')}) ORDER BY seq`).all(...statuses) as BatchRow[];
   }
 
-  /** Chunks of running batches that still have lines without an outcome. */
-  unsettledChunks(): ChunkRow[] {
-    return statement(
-      this.db,
-      `SELECT c.* FROM batch_chunks c JOIN batches b ON b.id = c.batch_id
-       WHERE b.status IN ('in_progress', 'cancelling') AND c.settled < c.lines ORDER BY b.seq, c.chunk`,
-    ).all() as ChunkRow[];
-  }
-
   chunks(batchId: string): ChunkRow[] {
     return statement(this.db, 'SELECT * FROM batch_chunks WHERE batch_id = ? ORDER BY chunk').all(batchId) as ChunkRow[];
-  }
-
-  jobs(): JobRow[] {
-    return statement(this.db, 'SELECT job_id, model, use_case, sla, price_1m_tokens, reserved_at FROM jobs ORDER BY seq').all() as JobRow[];
   }
 }

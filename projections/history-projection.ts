@@ -1,20 +1,18 @@
 import type Database from 'better-sqlite3';
 import type { EventStore, RecordedEvent } from '../src/event-store/event-store.js';
 import { positionToString } from '../src/event-store/event-store.js';
-import { parseBatchLinesStreamName } from '../src/domain/batch.js';
+import { parseStreamName } from '../src/domain/stream-names.js';
 import type { Projection } from './projection.js';
 import { statement } from './read-model-store.js';
 
 /**
  * Whose history an event belongs to: a batch (its own stream and its line-outcome streams), a
- * file, or a model's weight syncs. Batch, file and model ids never contain the separators used
- * here, so the stream name alone decides.
+ * file, or a model's weight syncs; jobs have none.
  */
 export function historySubject(streamName: string): string | undefined {
-  const lines = parseBatchLinesStreamName(streamName);
-  if (lines) return `batch:${lines.batchId}`;
-  const match = /^(batch|file|weights)-(.+)$/.exec(streamName);
-  return match ? `${match[1]}:${match[2]}` : undefined;
+  const stream = parseStreamName(streamName);
+  if (!stream || stream.kind === 'job') return undefined;
+  return `${stream.kind === 'batchlines' ? 'batch' : stream.kind}:${stream.id}`;
 }
 
 /**

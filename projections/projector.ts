@@ -10,6 +10,7 @@ import {
   positionToString,
 } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
+import { type StreamKind, parseStreamName } from '../src/domain/stream-names.js';
 import { statement } from './read-model-store.js';
 
 export class ProjectionTimeoutError extends Error {
@@ -39,6 +40,8 @@ export class Projector {
   private caughtUpWaiters: Array<() => void> = [];
   /** Events applied since start, counted once per event whatever the number of projections. */
   eventsApplied = 0;
+  /** Events applied since start per kind of stream: a query cache over one kind is stale once its count moves. */
+  private readonly appliedByKind = new Map<StreamKind, number>();
 
   constructor(
     private readonly store: EventStore,
@@ -114,10 +117,19 @@ export class Projector {
     })();
     for (const projection of this.projections) this.checkpoints.set(projection.name, last.position);
     this.eventsApplied += events.length;
+    for (const event of events) {
+      const kind = parseStreamName(event.streamName)?.kind;
+      if (kind) this.appliedByKind.set(kind, (this.appliedByKind.get(kind) ?? 0) + 1);
+    }
     this.position = last.position;
     this.updateCaughtUp();
     this.releaseWaiters();
     for (const listener of this.listeners) listener(events);
+  }
+
+  /** How many events of streams of this kind the read models took since start. */
+  appliedCount(kind: StreamKind): number {
+    return this.appliedByKind.get(kind) ?? 0;
   }
 
   /** Called after each batch of events is in the read models (processors react to changes). */

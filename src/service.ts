@@ -15,6 +15,7 @@ import { WeightSyncer } from '../processors/weight-syncer.js';
 import { WorkConsumer } from '../processors/work-consumer.js';
 import { ALL_PROJECTIONS } from '../projections/all-projections.js';
 import { BatchesQueries } from '../projections/batches-projection.js';
+import { JobsQueries } from '../projections/jobs-projection.js';
 import { FilesQueries } from '../projections/files-projection.js';
 import { HistoryQueries } from '../projections/history-projection.js';
 import { Projector } from '../projections/projector.js';
@@ -29,6 +30,7 @@ import { DEMO_JOB, readJobDefinitions } from './application/job-definitions-file
 import type { JobDefinition } from './domain/job.js';
 import { JobRegistry } from './application/job-registry.js';
 import { LineOutcomeLog } from './application/line-outcomes.js';
+import { WeightSync } from './application/weight-sync.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { LocalBlobStore } from './blob-store/local-blob-store.js';
 import { type Clock, systemClock } from './clock.js';
@@ -253,9 +255,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           jobs: parts.jobs,
           batches: parts.batches,
           batchesQueries: parts.batchesQueries,
+          jobsQueries: parts.jobsQueries,
           history: parts.history,
           fleet,
-          weightSyncer: parts.weightSyncer!,
+          weightSync: parts.weightSync,
           weightsQueries: parts.weightsQueries,
           clock,
           limits: options.limits ?? DEFAULT_UPLOAD_LIMITS,
@@ -371,7 +374,8 @@ function wireParts(deps: {
 }) {
   const { config, clock, logger, eventStore, blobStore, readModels, projector, fleet } = deps;
   const filesQueries = new FilesQueries(readModels);
-  const batchesQueries = new BatchesQueries(readModels);
+  const batchesQueries = new BatchesQueries(readModels, projector);
+  const jobsQueries = new JobsQueries(readModels);
   const weightsQueries = new WeightsQueries(readModels);
   const files = new FileRegistry({ eventStore, blobStore, projector, clock, log: logger });
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
@@ -382,10 +386,10 @@ function wireParts(deps: {
   const validator = new BatchValidator({ eventStore, blobStore, batches, engines, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines });
   const runner = new BatchRunner({ blobStore, batches, queries: batchesQueries, outcomes, engines, clock, log: logger.child({ component: 'batch-runner' }) });
   const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
+  const weightSync = new WeightSync({ eventStore, projector, clock, log: logger });
   const weightSyncer = fleet
     ? new WeightSyncer({
-        eventStore,
-        projector,
+        weightSync,
         queries: weightsQueries,
         fleet,
         clock,
@@ -398,7 +402,7 @@ function wireParts(deps: {
         retryDelayMs: config.weightSyncRetryMs,
       })
     : undefined;
-  return { filesQueries, batchesQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSyncer };
+  return { filesQueries, batchesQueries, jobsQueries, weightsQueries, files, jobs, batches, history, validator, runner, finalizer, weightSync, weightSyncer };
 }
 
 const noEngines: EngineDirectory = { engineFor: () => undefined };

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type LineOutcome, LineOutcomeLog } from '../src/application/line-outcomes.js';
+import { LineOutcomeLog } from '../src/application/line-outcomes.js';
+import type { LineOutcome } from '../src/domain/line-outcome.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { tempDir } from './support/service.js';
 

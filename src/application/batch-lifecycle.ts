@@ -8,23 +8,16 @@ import {
   type BatchFacts,
   type BatchState,
   type OutputExpiresAfter,
-  batchStreamName,
-  decideBatch,
-  evolveBatch,
-  initialBatchState,
+  batchDecider,
 } from '../domain/batch.js';
-import { fileStreamName } from '../domain/file.js';
+import { fileDecider } from '../domain/file.js';
 import { slaSeconds } from '../domain/job.js';
+import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { newBatchId } from '../ids.js';
-import type { Projector } from '../../projections/projector.js';
-import { type Decider, type Handled, handleCommand, loadState } from './command-handler.js';
-import { type CommandMetadata, fileDecider } from './file-registry.js';
+import { type CommandMetadata, type Handled, type ReadModelsPosition, execute, loadState } from './command-handler.js';
 import type { JobRegistry } from './job-registry.js';
-import { settle } from './read-your-writes.js';
-
-export const batchDecider: Decider<BatchCommand, BatchState, BatchEvent> = { decide: decideBatch, evolve: evolveBatch, initialState: initialBatchState };
 
 export interface CreateBatchRequest {
   readonly input_file_id: string;
@@ -37,7 +30,7 @@ export interface CreateBatchRequest {
 
 /** Commands on batches, from clients (create, cancel) and from the processors. */
 export class BatchLifecycle {
-  constructor(private readonly deps: { eventStore: EventStore; projector: Projector; jobs: JobRegistry; clock: Clock; log: Pick<Logger, 'warn'> }) {}
+  constructor(private readonly deps: { eventStore: EventStore; projector: ReadModelsPosition; jobs: JobRegistry; clock: Clock; log: Pick<Logger, 'warn'> }) {}
 
   async create(request: CreateBatchRequest, metadata: CommandMetadata): Promise<E.Either<Rejection, BatchFacts>> {
     const now = this.deps.clock.nowSeconds();
@@ -80,8 +73,6 @@ export class BatchLifecycle {
 
   /** Runs a command on the batch's stream; the read models hold its events when this returns. */
   async run(batchId: string, command: BatchCommand, metadata: CommandMetadata): Promise<E.Either<Rejection, Handled<BatchState, BatchEvent>>> {
-    const outcome = await handleCommand(this.deps.eventStore, batchStreamName(batchId), batchDecider, command, { metadata });
-    if (E.isRight(outcome)) await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
-    return outcome;
+    return execute(this.deps, batchStreamName(batchId), batchDecider, command, { metadata });
   }
 }

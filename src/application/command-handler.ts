@@ -1,23 +1,37 @@
 import { randomUUID } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import type { Decider, DomainEvent } from '../domain/decider.js';
 import type { Rejection } from '../domain/rejection.js';
 import {
   type AppendResult,
   type EventMetadata,
   type EventStore,
   type NewEvent,
+  type Position,
   WrongExpectedRevisionError,
 } from '../event-store/event-store.js';
 
-export interface DomainEvent {
-  readonly type: string;
-  readonly data: object;
+/** What a command carries into its events' metadata (the schema version is added on append). */
+export type CommandMetadata = Omit<EventMetadata, 'schemaVersion'>;
+
+export interface CommandOptions<Event> {
+  readonly metadata?: CommandMetadata;
+  /** Ids for the new events; random unless given (a derived id makes a repeated command append nothing). */
+  readonly eventIds?: (event: Event, index: number) => string;
 }
 
-export interface Decider<Command, State, Event extends DomainEvent> {
-  decide(command: Command, state: State): E.Either<Rejection, Event[]>;
-  evolve(state: State, event: Event): State;
-  readonly initialState: State;
+/** This process's read models, as far as a command's answer needs them. */
+export interface ReadModelsPosition {
+  /** Resolves once every read model holds the event at `position`. */
+  waitFor(position: Position): Promise<void>;
+}
+
+/** What execute() needs: the log to decide on and the read models to wait for. */
+export interface CommandContext {
+  readonly eventStore: EventStore;
+  readonly projector: ReadModelsPosition;
+  readonly log: Pick<Logger, 'warn'>;
 }
 
 export interface Handled<State, Event> {
@@ -47,14 +61,14 @@ export async function loadState<State, Event extends DomainEvent>(
 
 /**
  * Load a stream, decide, append with the revision that was read. A concurrent writer makes the
- * append fail; then the whole cycle runs again on the fresh state.
+ * append fail; then the whole cycle runs again on the fresh state. Callers go through execute().
  */
-export async function handleCommand<Command, State, Event extends DomainEvent>(
+async function handleCommand<Command, State, Event extends DomainEvent>(
   store: EventStore,
   streamName: string,
   decider: Decider<Command, State, Event>,
   command: Command,
-  options: { metadata?: Omit<EventMetadata, 'schemaVersion'>; eventIds?: (event: Event, index: number) => string } = {},
+  options: CommandOptions<Event> = {},
 ): Promise<E.Either<Rejection, Handled<State, Event>>> {
   for (let attempt = 1; ; attempt++) {
     const { state, revision } = await loadState(store, streamName, decider);
@@ -79,4 +93,28 @@ export async function handleCommand<Command, State, Event extends DomainEvent>(
       throw error;
     }
   }
+}
+
+/**
+ * The one command path: handle the command, then wait until this process's read models hold its
+ * events, so the caller's next read sees its own write (read-your-writes).
+ */
+export async function execute<Command, State, Event extends DomainEvent>(
+  context: CommandContext,
+  streamName: string,
+  decider: Decider<Command, State, Event>,
+  command: Command,
+  options: CommandOptions<Event> = {},
+): Promise<E.Either<Rejection, Handled<State, Event>>> {
+  const outcome = await handleCommand(context.eventStore, streamName, decider, command, options);
+  const position = E.isRight(outcome) ? outcome.right.appended?.position : undefined;
+  if (position) {
+    try {
+      await context.projector.waitFor(position);
+    } catch (error) {
+      // The event is durable; a slow read model only delays when it shows.
+      context.log.warn({ err: error }, 'read models lag behind a write');
+    }
+  }
+  return outcome;
 }

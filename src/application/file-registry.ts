@@ -5,29 +5,11 @@ import type { Logger } from 'pino';
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { ByteMeter } from '../blob-store/byte-meter.js';
 import type { Clock } from '../clock.js';
-import {
-  type FileCommand,
-  type FileEvent,
-  type FileFacts,
-  type FileState,
-  decideFile,
-  evolveFile,
-  fileStreamName,
-  initialFileState,
-} from '../domain/file.js';
+import { type FileCommand, type FileFacts, fileDecider } from '../domain/file.js';
+import { fileStreamName } from '../domain/stream-names.js';
 import type { Rejection } from '../domain/rejection.js';
-import type { EventMetadata, EventStore } from '../event-store/event-store.js';
-import type { Projector } from '../../projections/projector.js';
-import { type Decider, handleCommand } from './command-handler.js';
-import { settle } from './read-your-writes.js';
-
-export const fileDecider: Decider<FileCommand, FileState, FileEvent> = {
-  decide: decideFile,
-  evolve: evolveFile,
-  initialState: initialFileState,
-};
-
-export type CommandMetadata = Omit<EventMetadata, 'schemaVersion'>;
+import type { EventStore } from '../event-store/event-store.js';
+import { type CommandMetadata, type ReadModelsPosition, execute } from './command-handler.js';
 
 export const fileBlobKey = (fileId: string): string => `files/${fileId}`;
 
@@ -47,7 +29,7 @@ export class FileRegistry {
     private readonly deps: {
       eventStore: EventStore;
       blobStore: BlobStore;
-      projector: Projector;
+      projector: ReadModelsPosition;
       clock: Clock;
       log: Pick<Logger, 'warn'>;
     },
@@ -77,7 +59,7 @@ export class FileRegistry {
   async register(file: FileFacts, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
     let outcome;
     try {
-      outcome = await handleCommand(this.deps.eventStore, fileStreamName(file.fileId), fileDecider, { type: 'RegisterFile', file }, { metadata });
+      outcome = await execute(this.deps, fileStreamName(file.fileId), fileDecider, { type: 'RegisterFile', file }, { metadata });
     } catch (error) {
       await this.discardContent(file.blobKey);
       throw error;
@@ -87,7 +69,6 @@ export class FileRegistry {
       if (outcome.left.kind !== 'conflict') await this.discardContent(file.blobKey);
       return outcome;
     }
-    await this.settle(outcome.right.appended?.position);
     return E.right(file);
   }
 
@@ -100,21 +81,16 @@ export class FileRegistry {
   }
 
   private async remove(command: FileCommand & { fileId: string }, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
-    const outcome = await handleCommand(this.deps.eventStore, fileStreamName(command.fileId), fileDecider, command, { metadata });
+    const outcome = await execute(this.deps, fileStreamName(command.fileId), fileDecider, command, { metadata });
     if (E.isLeft(outcome)) return outcome;
     const state = outcome.right.state;
     if (state.status === 'absent') throw new Error(`file ${command.fileId} vanished while being removed`);
     // The event is the fact; content removal follows it and is safe to repeat.
     await this.discardContent(state.file.blobKey);
-    await this.settle(outcome.right.appended?.position);
     return E.right(state.file);
   }
 
   async openContent(blobKey: string): Promise<Readable> {
     return this.deps.blobStore.get(blobKey);
-  }
-
-  private settle(position: Parameters<typeof settle>[1]): Promise<void> {
-    return settle(this.deps.projector, position, this.deps.log);
   }
 }

@@ -1,25 +1,20 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { type JobCommand, type JobDefinition, type JobEvent, type JobState, decideJob, evolveJob, initialJobState, jobStreamName } from '../domain/job.js';
+import { type JobDefinition, jobDecider } from '../domain/job.js';
+import { jobStreamName } from '../domain/stream-names.js';
 import type { Rejection } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
-import type { Projector } from '../../projections/projector.js';
-import { type Decider, handleCommand, loadState } from './command-handler.js';
-import type { CommandMetadata } from './file-registry.js';
-import { settle } from './read-your-writes.js';
-
-export const jobDecider: Decider<JobCommand, JobState, JobEvent> = { decide: decideJob, evolve: evolveJob, initialState: initialJobState };
+import { type CommandMetadata, type ReadModelsPosition, execute, loadState } from './command-handler.js';
 
 /** Job definitions: reserved by operators (or JOBS_FILE), looked up when batches are created. */
 export class JobRegistry {
-  constructor(private readonly deps: { eventStore: EventStore; projector: Projector; clock: Clock; log: Pick<Logger, 'warn'> }) {}
+  constructor(private readonly deps: { eventStore: EventStore; projector: ReadModelsPosition; clock: Clock; log: Pick<Logger, 'warn'> }) {}
 
   /** Reserves a job id; the same definition again is accepted and changes nothing. */
   async reserve(job: JobDefinition, metadata: CommandMetadata): Promise<E.Either<Rejection, { job: JobDefinition; reservedAt: number; created: boolean }>> {
-    const outcome = await handleCommand(this.deps.eventStore, jobStreamName(job.job_id), jobDecider, { type: 'ReserveJob', job, at: this.deps.clock.nowSeconds() }, { metadata });
+    const outcome = await execute(this.deps, jobStreamName(job.job_id), jobDecider, { type: 'ReserveJob', job, at: this.deps.clock.nowSeconds() }, { metadata });
     if (E.isLeft(outcome)) return outcome;
-    await settle(this.deps.projector, outcome.right.appended?.position, this.deps.log);
     const state = outcome.right.state;
     if (state.status !== 'reserved') throw new Error(`job ${job.job_id} is not reserved after reserving it`);
     return E.right({ job: state.job, reservedAt: state.reservedAt, created: outcome.right.events.length > 0 });

@@ -1,34 +1,6 @@
-import type { BatchEvent } from '../domain/batch.js';
-import { batchLinesStreamName } from '../domain/batch.js';
-import type { Usage } from '../engine/engine.js';
+import { batchLinesStreamName } from '../domain/stream-names.js';
 import { type EventStore, IdempotencyConflictError, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
-import { deterministicUuid } from '../ids.js';
-
-export interface LineCompletedData {
-  readonly batch_id: string;
-  readonly line: number;
-  readonly custom_id: string;
-  readonly request_id: string;
-  readonly status_code: number;
-  readonly body: unknown;
-  readonly usage: Usage;
-}
-
-export interface LineFailedData {
-  readonly batch_id: string;
-  readonly line: number;
-  readonly custom_id: string;
-  readonly request_id: string | null;
-  readonly status_code: number | null;
-  readonly body: unknown;
-  readonly error: { readonly code: string; readonly message: string } | null;
-  readonly usage: Usage;
-}
-
-export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineCompletedData } | { readonly type: 'LineFailed'; readonly data: LineFailedData };
-
-/** One id per input line, whatever its outcome: the first outcome recorded is the only one. */
-export const lineOutcomeEventId = (batchId: string, line: number): string => deterministicUuid(`${batchId}/line/${line}`);
+import { type LineOutcome, lineOutcomeEventId } from '../domain/line-outcome.js';
 
 const MAX_ATTEMPTS = 20;
 

@@ -1,6 +1,7 @@
 // The Batch aggregate (stream batch-<id>): lifecycle only. Line outcomes live in their own
 // streams (batchlines-<id>-<chunk>) so that a 50,000-line batch never makes this one slow to load.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import { type Rejection, reject } from './rejection.js';
 
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
@@ -8,6 +9,8 @@ export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
 export type BatchStatus = 'validating' | 'failed' | 'in_progress' | 'finalizing' | 'completed' | 'expired' | 'cancelling' | 'cancelled';
 export const FINAL_STATUSES: readonly BatchStatus[] = ['failed', 'completed', 'expired', 'cancelled'];
+/** Where a cancel or an expiry may still start: the batch has not begun finalizing nor ended. */
+export const STOPPABLE_STATUSES: readonly BatchStatus[] = ['validating', 'in_progress'];
 
 export interface BatchError {
   readonly code: string;
@@ -91,13 +94,62 @@ interface BatchFiles {
   readonly error_file_id: string | null;
 }
 
-export const batchStreamName = (batchId: string): string => `batch-${batchId}`;
-export const batchLinesStreamName = (batchId: string, chunk: number): string => `batchlines-${batchId}-${chunk}`;
+type BatchEventType = BatchEvent['type'];
 
-/** The batch and chunk of a line-outcome stream's name; undefined for any other stream. */
-export function parseBatchLinesStreamName(streamName: string): { batchId: string; chunk: number } | undefined {
-  const match = /^batchlines-(.+)-(\d+)$/.exec(streamName);
-  return match ? { batchId: match[1]!, chunk: Number(match[2]) } : undefined;
+/**
+ * What each batch event does to the batch's status and to why it is winding down; null leaves it
+ * as it was (an expiry winds a batch down in the status it has). The one table of batch status
+ * transitions: the aggregate, the read model and the public batch-events topic all read it.
+ */
+const TRANSITIONS: Readonly<Record<BatchEventType, { readonly status: BatchStatus | null; readonly stopping: 'cancelled' | 'expired' | null }>> = {
+  BatchCreated: { status: 'validating', stopping: null },
+  BatchValidated: { status: 'in_progress', stopping: null },
+  BatchFailed: { status: 'failed', stopping: null },
+  BatchCancelRequested: { status: 'cancelling', stopping: 'cancelled' },
+  BatchExpiryStarted: { status: null, stopping: 'expired' },
+  BatchFinalizing: { status: 'finalizing', stopping: null },
+  BatchCompleted: { status: 'completed', stopping: null },
+  BatchCancelled: { status: 'cancelled', stopping: null },
+  BatchExpired: { status: 'expired', stopping: null },
+};
+
+export function isBatchEventType(type: string): type is BatchEventType {
+  return Object.hasOwn(TRANSITIONS, type);
+}
+
+/** The status a batch has after an event of this type; null: the event leaves it unchanged. */
+export function statusAfter(eventType: BatchEventType): BatchStatus | null {
+  return TRANSITIONS[eventType].status;
+}
+
+/** Why the batch winds down after an event of this type; null: the event leaves that unchanged. */
+export function stoppingAfter(eventType: BatchEventType): 'cancelled' | 'expired' | null {
+  return TRANSITIONS[eventType].stopping;
+}
+
+/** Whether the batch's lines may be sent to the engine (a cancelling batch records the lines left as cancelled). */
+export function runsLines(status: BatchStatus): boolean {
+  return status === 'in_progress' || status === 'cancelling';
+}
+
+/** Whether every line settled moves the batch on to finalizing: it runs and nothing winds it down. */
+export function mayBeginFinalizing(batch: { readonly status: BatchStatus; readonly stopping: 'cancelled' | 'expired' | null }): boolean {
+  return batch.status === 'in_progress' && !batch.stopping;
+}
+
+/**
+ * Whether the batch can be finished now: every line has its outcome, or it was wound down before
+ * it ran (validation never split it into lines).
+ */
+export function readyToFinish(batch: {
+  readonly status: BatchStatus;
+  readonly stopping: 'cancelled' | 'expired' | null;
+  readonly settled: number;
+  readonly total: number;
+}): boolean {
+  if (batch.status === 'validating') return batch.stopping !== null;
+  if (batch.status !== 'in_progress' && batch.status !== 'finalizing' && batch.status !== 'cancelling') return false;
+  return batch.settled >= batch.total;
 }
 
 const notFound = (command: BatchCommand) =>
@@ -122,18 +174,18 @@ export function decideBatch(command: BatchCommand, state: BatchState): E.Either<
       ]);
     case 'CancelBatch':
       if (state.status === 'cancelling' || state.status === 'cancelled') return E.right([]);
-      if (state.status !== 'validating' && state.status !== 'in_progress') {
+      if (!STOPPABLE_STATUSES.includes(state.status)) {
         return reject('invalid_state', `Cannot cancel a batch that is ${state.status}: only validating or in_progress batches can be cancelled`, 'batch_id');
       }
       return E.right([{ type: 'BatchCancelRequested', data: { batch_id, cancelling_at: command.at } }]);
     case 'StartExpiry':
-      if (state.stopping || (state.status !== 'validating' && state.status !== 'in_progress')) return E.right([]);
+      if (state.stopping || !STOPPABLE_STATUSES.includes(state.status)) return E.right([]);
       if (state.facts.expires_at === null || state.facts.expires_at > command.at) {
         return reject('precondition_failed', `Batch ${batch_id} has not reached its expires_at`, 'batch_id');
       }
       return E.right([{ type: 'BatchExpiryStarted', data: { batch_id, at: command.at } }]);
     case 'BeginFinalizing':
-      if (state.status !== 'in_progress' || state.stopping) return E.right([]);
+      if (!mayBeginFinalizing(state)) return E.right([]);
       return E.right([{ type: 'BatchFinalizing', data: { batch_id, finalizing_at: command.at } }]);
     case 'FinishBatch': {
       const files = { output_file_id: command.output_file_id, error_file_id: command.error_file_id };
@@ -150,31 +202,16 @@ export function decideBatch(command: BatchCommand, state: BatchState): E.Either<
 }
 
 export function evolveBatch(state: BatchState, event: BatchEvent): BatchState {
-  if (event.type === 'BatchCreated') return { status: 'validating', facts: event.data, validation: null, stopping: null };
+  if (event.type === 'BatchCreated') return { status: statusAfter(event.type)!, facts: event.data, validation: null, stopping: null };
   if (state.status === 'absent') return state;
-  switch (event.type) {
-    case 'BatchValidated': {
-      const { total, input_blob_key, chunks } = event.data;
-      return { ...state, status: 'in_progress', validation: { total, input_blob_key, chunks } };
-    }
-    case 'BatchFailed':
-      return { ...state, status: 'failed' };
-    case 'BatchCancelRequested':
-      return { ...state, status: 'cancelling', stopping: 'cancelled' };
-    case 'BatchExpiryStarted':
-      return { ...state, stopping: 'expired' };
-    case 'BatchFinalizing':
-      return { ...state, status: 'finalizing' };
-    case 'BatchCompleted':
-      return { ...state, status: 'completed' };
-    case 'BatchCancelled':
-      return { ...state, status: 'cancelled' };
-    case 'BatchExpired':
-      return { ...state, status: 'expired' };
-  }
+  const validation =
+    event.type === 'BatchValidated' ? { total: event.data.total, input_blob_key: event.data.input_blob_key, chunks: event.data.chunks } : state.validation;
+  return { ...state, status: statusAfter(event.type) ?? state.status, stopping: stoppingAfter(event.type) ?? state.stopping, validation };
 }
 
 /** The status a batch ends in once a wind-down finishes. */
 export function stoppingCode(stopping: 'cancelled' | 'expired'): string {
   return stopping === 'cancelled' ? 'batch_cancelled' : 'batch_expired';
 }
+
+export const batchDecider: Decider<BatchCommand, BatchState, BatchEvent> = { decide: decideBatch, evolve: evolveBatch, initialState: initialBatchState };

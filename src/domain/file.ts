@@ -1,5 +1,6 @@
 // The File aggregate: pure decide/evolve, no I/O.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import type { Rejection } from './rejection.js';
 import { reject } from './rejection.js';
 
@@ -92,8 +93,6 @@ export type FileEvent =
   | { readonly type: 'FileDeleted'; readonly data: { readonly file_id: string; readonly deleted_at: number } }
   | { readonly type: 'FileExpired'; readonly data: { readonly file_id: string; readonly expired_at: number } };
 
-export const fileStreamName = (fileId: string): string => `file-${fileId}`;
-
 export function decideFile(command: FileCommand, state: FileState): E.Either<Rejection, FileEvent[]> {
   switch (command.type) {
     case 'RegisterFile': {
@@ -165,3 +164,5 @@ export function uploadLimitFor(purpose: string | undefined, limits: UploadLimits
     ? { bytes: limits.maxBatchFileBytes, name: 'input file size limit for purpose batch' }
     : { bytes: limits.maxFileBytes, name: 'file size limit' };
 }
+
+export const fileDecider: Decider<FileCommand, FileState, FileEvent> = { decide: decideFile, evolve: evolveFile, initialState: initialFileState };

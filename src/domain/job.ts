@@ -1,6 +1,7 @@
 // The Job definition aggregate: a job_id reserved ahead of time that ties batches to a model, a
 // use case, an SLA and a price. Pure decide/evolve.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import { type Rejection, reject } from './rejection.js';
 
 export interface JobDefinition {
@@ -21,8 +22,6 @@ export const initialJobState: JobState = { status: 'absent' };
 export type JobCommand = { readonly type: 'ReserveJob'; readonly job: JobDefinition; readonly at: number };
 
 export type JobEvent = { readonly type: 'JobReserved'; readonly data: JobDefinition & { readonly reserved_at: number } };
-
-export const jobStreamName = (jobId: string): string => `job-${jobId}`;
 
 const SLA = /^(\d{1,9})([smhd])$/;
 const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
@@ -57,3 +56,5 @@ export function evolveJob(_state: JobState, event: JobEvent): JobState {
   const { reserved_at, ...job } = event.data;
   return { status: 'reserved', job, reservedAt: reserved_at };
 }
+
+export const jobDecider: Decider<JobCommand, JobState, JobEvent> = { decide: decideJob, evolve: evolveJob, initialState: initialJobState };

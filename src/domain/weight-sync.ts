@@ -1,6 +1,7 @@
 // Weight sync for one model serve name (stream weights-<model>): stage a checkpoint from object
 // storage, then reload it onto the model's replicas. Pure decide/evolve.
 import * as E from 'fp-ts/lib/Either.js';
+import type { Decider } from './decider.js';
 import type { CheckpointManifest } from './checkpoint-compatibility.js';
 import { type Rejection, reject } from './rejection.js';
 
@@ -68,8 +69,6 @@ export type WeightSyncEvent =
   | { readonly type: 'WeightsReloadRequested'; readonly data: Model & { readonly location: string; readonly requested_at: number } }
   | { readonly type: 'ReplicaReloaded'; readonly data: Model & { readonly replica: string; readonly location: string; readonly reloaded_at: number } }
   | { readonly type: 'WeightsReloaded'; readonly data: Model & { readonly location: string; readonly path: string; readonly reloaded_at: number } };
-
-export const weightsStreamName = (model: string): string => `weights-${model}`;
 
 /** `s3://bucket/prefix/`: a bucket and a folder-like prefix, with the trailing slash. */
 export function parseCheckpointLocation(location: string): { bucket: string; prefix: string } | undefined {
@@ -146,3 +145,5 @@ export function evolveWeightSync(state: WeightSyncState, event: WeightSyncEvent)
       return { ...state, phase: 'ready', attempt: 0, staged: null, serving: state.stagedManifest ?? state.serving, stagedManifest: null };
   }
 }
+
+export const weightSyncDecider: Decider<WeightSyncCommand, WeightSyncState, WeightSyncEvent> = { decide: decideWeightSync, evolve: evolveWeightSync, initialState: initialWeightSyncState };

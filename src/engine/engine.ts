@@ -1,6 +1,7 @@
-// The engine port: something that answers OpenAI-compatible inference requests. Adapters: an
-// OpenAI-compatible HTTP server (vLLM, SGLang, llama.cpp, OpenAI itself); the built-in CPU model
-// and the fleet that balances replicas come later behind the same port.
+// The engine port: something that answers OpenAI-compatible inference requests. The fleet's
+// replica pools (fleet.ts) implement it, each balancing built-in CPU replicas (builtin/) or
+// OpenAI-compatible HTTP servers (vLLM, SGLang, llama.cpp, OpenAI itself).
+import { type Usage, ZERO_USAGE } from '../domain/line-outcome.js';
 
 export interface EngineRequest {
   /** The OpenAI path, e.g. /v1/chat/completions. */
@@ -47,14 +48,6 @@ export interface InferenceEngine {
 export interface EngineDirectory {
   engineFor(model: string): InferenceEngine | undefined;
 }
-
-export interface Usage {
-  readonly prompt_tokens: number;
-  readonly completion_tokens: number;
-  readonly total_tokens: number;
-}
-
-export const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
 /** The usage an OpenAI-compatible response reports (chat, completions, embeddings, responses). */
 export function usageOf(body: unknown): Usage {

@@ -1,5 +1,5 @@
 // The event store port. Both adapters (embedded SQLite, EventStoreDB/KurrentDB) implement it and
-// are held to it by one contract suite (test/event-store.contract.ts).
+// are held to it by one contract suite (test/support/event-store-contract.ts).
 
 /**
  * A place in the global log. EventStoreDB positions are a (commit, prepare) pair: events appended

@@ -1,19 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import {
   BATCH_FILE_DEFAULT_TTL_SECONDS,
-  type FileCommand,
   type FileEvent,
   type FileFacts,
-  type FileState,
-  decideFile,
-  evolveFile,
+  fileDecider,
   fileExpiresAt,
-  initialFileState,
   sanitizeFilename,
 } from '../../src/domain/file.js';
 import { deciderSpec } from '../support/decider-spec.js';
 
-const spec = deciderSpec<FileCommand, FileState, FileEvent>({ decide: decideFile, evolve: evolveFile, initialState: initialFileState });
+const spec = deciderSpec(fileDecider);
 
 const facts: FileFacts = {
   fileId: 'file-1',

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type WeightSyncCommand, type WeightSyncEvent, type WeightSyncState, decideWeightSync, evolveWeightSync, initialWeightSyncState } from '../../src/domain/weight-sync.js';
+import { type WeightSyncEvent, decideWeightSync, evolveWeightSync, initialWeightSyncState, weightSyncDecider } from '../../src/domain/weight-sync.js';
 import { deciderSpec } from '../support/decider-spec.js';
 
-const spec = deciderSpec<WeightSyncCommand, WeightSyncState, WeightSyncEvent>({ decide: decideWeightSync, evolve: evolveWeightSync, initialState: initialWeightSyncState });
+const spec = deciderSpec(weightSyncDecider);
 const location = 's3://bucket/ckpt/v2/';
 const requested: WeightSyncEvent = { type: 'WeightsUploadRequested', data: { model: 'm', sync_id: 's1', location, requested_at: 1 } };
 const failedAttempt = (attempt: number): WeightSyncEvent => ({ type: 'WeightSyncAttemptFailed', data: { model: 'm', sync_id: 's1', step: 'upload', attempt, error: 'boom', failed_at: 2 } });

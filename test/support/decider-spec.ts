@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { expect } from 'vitest';
-import type { Decider, DomainEvent } from '../../src/application/command-handler.js';
+import type { Decider, DomainEvent } from '../../src/domain/decider.js';
 import type { Rejection } from '../../src/domain/rejection.js';
 
 /** given(past events).when(command).then(new events | rejection): a decider spec without I/O. */

@@ -2,14 +2,14 @@ import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { JobRegistry } from '../../application/job-registry.js';
 import type { JobDefinition } from '../../domain/job.js';
-import type { BatchesQueries } from '../../../projections/batches-projection.js';
+import type { JobsQueries } from '../../../projections/jobs-projection.js';
 import { fromRejection } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface JobRouteDeps {
   readonly jobs: JobRegistry;
-  readonly batchesQueries: BatchesQueries;
+  readonly jobsQueries: JobsQueries;
 }
 
 const jobObject = (job: JobDefinition, createdAt: number) => ({
@@ -47,6 +47,6 @@ export function registerJobRoutes(app: FastifyInstance, deps: JobRouteDeps): voi
   app.get(
     '/mgmt/v1/jobs',
     { schema: { summary: 'List reserved job definitions', tags: ['jobs'], security, response: { 200: httpSchema('JobList') } } },
-    async () => ({ object: 'list' as const, data: deps.batchesQueries.jobs().map((row) => jobObject(row, row.reserved_at)) }),
+    async () => ({ object: 'list' as const, data: deps.jobsQueries.list().map((row) => jobObject(row, row.reserved_at)) }),
   );
 }

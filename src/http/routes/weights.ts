@@ -1,17 +1,17 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
+import type { WeightSync } from '../../application/weight-sync.js';
 import type { Rejection } from '../../domain/rejection.js';
 import { MAX_SYNC_ATTEMPTS } from '../../domain/weight-sync.js';
 import { BuiltinReplica, type Fleet, HttpReplica } from '../../engine/fleet.js';
 import type { WeightsQueries } from '../../../projections/weights-projection.js';
-import type { WeightSyncer } from '../../../processors/weight-syncer.js';
 import { ApiError, fromRejection } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface WeightRouteDeps {
   readonly fleet: Fleet;
-  readonly weightSyncer: WeightSyncer;
+  readonly weightSync: WeightSync;
   readonly weightsQueries: WeightsQueries;
 }
 
@@ -78,12 +78,12 @@ export function registerWeightRoutes(app: FastifyInstance, deps: WeightRouteDeps
   app.post(
     '/mgmt/v1/weights/upload',
     { schema: { summary: 'Stage checkpoints from object storage (validated from their headers first)', tags: ['weights'], security, body } },
-    async (request, reply) => reply.status(202).send(await each(request, (model, location) => deps.weightSyncer.requestUpload(model, location, requestMetadata(request)))),
+    async (request, reply) => reply.status(202).send(await each(request, (model, location) => deps.weightSync.requestUpload(model, location, requestMetadata(request)))),
   );
   app.post(
     '/mgmt/v1/weights/reload',
     { schema: { summary: 'Swap the staged checkpoints onto the fleet, replica by replica', tags: ['weights'], security, body } },
-    async (request, reply) => reply.status(202).send(await each(request, (model) => deps.weightSyncer.requestReload(model, requestMetadata(request)))),
+    async (request, reply) => reply.status(202).send(await each(request, (model) => deps.weightSync.requestReload(model, requestMetadata(request)))),
   );
   app.get('/mgmt/v1/weights/status', { schema: { summary: 'Weight sync state of every model', tags: ['weights'], security } }, async () => ({
     object: 'weights.status',

@@ -1,0 +1,50 @@
+// A line's outcome (stream batchlines-<batch_id>-<chunk>): the events' data, their ids, and how a
+// failed line reads in the batch's errors. Pure.
+import type { BatchError } from './batch.js';
+import { deterministicUuid } from './derived-ids.js';
+
+/** Tokens an engine reports for one request (OpenAI's usage object). */
+export interface Usage {
+  readonly prompt_tokens: number;
+  readonly completion_tokens: number;
+  readonly total_tokens: number;
+}
+
+export const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+
+export interface LineCompletedData {
+  readonly batch_id: string;
+  readonly line: number;
+  readonly custom_id: string;
+  readonly request_id: string;
+  readonly status_code: number;
+  readonly body: unknown;
+  readonly usage: Usage;
+}
+
+export interface LineFailedData {
+  readonly batch_id: string;
+  readonly line: number;
+  readonly custom_id: string;
+  readonly request_id: string | null;
+  readonly status_code: number | null;
+  readonly body: unknown;
+  readonly error: { readonly code: string; readonly message: string } | null;
+  readonly usage: Usage;
+}
+
+export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineCompletedData } | { readonly type: 'LineFailed'; readonly data: LineFailedData };
+
+/** One id per input line, whatever its outcome: the first outcome recorded is the only one. */
+export const lineOutcomeEventId = (batchId: string, line: number): string => deterministicUuid(`${batchId}/line/${line}`);
+
+/** A failed line as an entry of the batch's errors.data (spec §7). */
+export function lineError(data: LineFailedData): BatchError {
+  const engineError = (data.body as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
+  return {
+    code: data.error?.code ?? (typeof engineError?.code === 'string' ? engineError.code : `http_${data.status_code ?? 0}`),
+    line: data.line,
+    message: data.error?.message ?? (typeof engineError?.message === 'string' ? engineError.message : `The engine answered ${data.status_code}`),
+    param: typeof engineError?.param === 'string' ? engineError.param : null,
+  };
+}

@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { batchLinesStreamName, batchStreamName, fileStreamName, jobStreamName, parseStreamName, weightsStreamName } from '../../src/domain/stream-names.js';
+
+describe('stream names', () => {
+  it('parse back to what made them', () => {
+    expect(parseStreamName(batchStreamName('batch_abc'))).toEqual({ kind: 'batch', id: 'batch_abc' });
+    expect(parseStreamName(batchLinesStreamName('batch_abc', 12))).toEqual({ kind: 'batchlines', id: 'batch_abc', chunk: 12 });
+    expect(parseStreamName(fileStreamName('file-abc'))).toEqual({ kind: 'file', id: 'file-abc' });
+    expect(parseStreamName(jobStreamName('job-demo'))).toEqual({ kind: 'job', id: 'job-demo' });
+    expect(parseStreamName(weightsStreamName('org/model-7b'))).toEqual({ kind: 'weights', id: 'org/model-7b' });
+  });
+
+  it('take the chunk after the last dash of a line-outcome stream', () => {
+    expect(parseStreamName('batchlines-a-b-3')).toEqual({ kind: 'batchlines', id: 'a-b', chunk: 3 });
+  });
+
+  it('name nothing for other streams, empty ids and line streams without a chunk', () => {
+    for (const name of ['orders-1', 'batch-', 'file-', 'batchlines-batch_abc', 'batchlines-batch_abc-x', 'Batch-x', '']) {
+      expect(parseStreamName(name)).toBeUndefined();
+    }
+  });
+});
