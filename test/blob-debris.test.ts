@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { filesProjection, FilesQueries } from '../projections/files-projection.js';
 import { BlobReferences } from '../src/application/blob-references.js';
 import { fileBlobKey } from '../src/application/file-registry.js';
-import { fileStreamName } from '../src/domain/file.js';
+import { fileStreamName } from '../src/domain/stream-names.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { chatLine, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { listKeys } from './support/blob-store-contract.js';

@@ -1,5 +1,5 @@
 import type { FilesQueries } from '../../projections/files-projection.js';
-import { fileStreamName } from '../domain/file.js';
+import { fileStreamName } from '../domain/stream-names.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { fileIdOfBlobKey } from './file-registry.js';
 
