@@ -164,7 +164,18 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
       schema: { summary: 'Retrieve file content', tags: ['files'], params: fileIdParams },
       config: {
         openapi: {
-          responses: { 200: { description: 'The raw content of the file', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } } },
+          responses: {
+            200: {
+              description: "The raw content of the file, with a content type from its name's extension",
+              // Every type contentTypeOf can answer, without parameters (a media type key has none).
+              content: Object.fromEntries(
+                [...new Set([...Object.values(CONTENT_TYPES), 'application/octet-stream'].map((type) => type.split(';')[0]!))].map((type) => [
+                  type,
+                  { schema: { type: 'string', contentMediaType: type } },
+                ]),
+              ),
+            },
+          },
         },
       },
     },
