@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Ajv from 'ajv';
-import addFormats from 'ajv-formats';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../src/package-root.js';
@@ -28,6 +28,7 @@ describe('the service description', () => {
   const engine = new FakeEngine();
   let service: WholeService;
   let doc: Document;
+  const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
   const ajv = addFormats(new Ajv({ strict: false, allErrors: true }));
   const checked = new Set<string>();
 

@@ -19,9 +19,9 @@ export interface ProcessResult {
   readonly stderr: string;
 }
 
-export function runProcess(command: string, args: string[], timeoutMs = 600_000): Promise<ProcessResult> {
+export function runProcess(command: string, args: string[], timeoutMs = 600_000, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ProcessResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
