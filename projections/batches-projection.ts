@@ -11,7 +11,8 @@ import { statement } from './read-model-store.js';
 export const batchesProjection: Projection = {
   name: 'batches',
   // 2: batch_chunks lost its settled column (nothing read it).
-  version: 2,
+  // 3: cached_tokens and reasoning_tokens; errors keep the lowest lines, not the first to arrive.
+  version: 3,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -45,6 +46,8 @@ export const batchesProjection: Projection = {
         prompt_tokens        INTEGER NOT NULL DEFAULT 0,
         completion_tokens    INTEGER NOT NULL DEFAULT 0,
         total_tokens         INTEGER NOT NULL DEFAULT 0,
+        cached_tokens        INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens     INTEGER NOT NULL DEFAULT 0,
         error_count          INTEGER NOT NULL DEFAULT 0
       );
       CREATE INDEX IF NOT EXISTS batches_by_status ON batches (status);
@@ -66,6 +69,7 @@ export const batchesProjection: Projection = {
         param    TEXT,
         PRIMARY KEY (batch_id, position)
       );
+      CREATE INDEX IF NOT EXISTS batch_errors_by_line ON batch_errors (batch_id, line);
     `);
   },
   drop(db) {
@@ -136,26 +140,39 @@ function applyLineOutcome(db: Database.Database, recorded: RecordedEvent): void 
   statement(
     db,
     `UPDATE batches SET completed = completed + @completed, failed = failed + @failed,
-       prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens
+       prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens,
+       cached_tokens = cached_tokens + @cached_tokens, reasoning_tokens = reasoning_tokens + @reasoning_tokens
      WHERE id = @batch_id`,
-  ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, ...data.usage });
+  ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, cached_tokens: 0, reasoning_tokens: 0, ...data.usage });
   if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
 }
 
+/**
+ * Keeps the MAX_LISTED_ERRORS errors with the lowest line numbers (errors without a line last),
+ * whatever order the lines settle in: a later error for an earlier line displaces the listed
+ * error with the highest line. error_count counts them all.
+ */
 function addError(db: Database.Database, batchId: string, error: BatchError): void {
   const row = statement(db, 'SELECT error_count FROM batches WHERE id = ?').get(batchId) as { error_count: number } | undefined;
   if (!row) return;
-  if (row.error_count < MAX_LISTED_ERRORS) {
-    statement(db, 'INSERT OR IGNORE INTO batch_errors (batch_id, position, code, line, message, param) VALUES (?, ?, ?, ?, ?, ?)').run(
-      batchId,
-      row.error_count,
-      error.code,
-      error.line,
-      error.message,
-      error.param,
-    );
-  }
   statement(db, 'UPDATE batches SET error_count = error_count + 1 WHERE id = ?').run(batchId);
+  if (row.error_count >= MAX_LISTED_ERRORS) {
+    const last = statement(
+      db,
+      'SELECT position, line FROM batch_errors WHERE batch_id = ? ORDER BY line IS NULL DESC, line DESC, position DESC LIMIT 1',
+    ).get(batchId) as { position: number; line: number | null } | undefined;
+    const sortsBefore = last !== undefined && error.line !== null && (last.line === null || error.line < last.line);
+    if (!sortsBefore) return;
+    statement(db, 'DELETE FROM batch_errors WHERE batch_id = ? AND position = ?').run(batchId, last.position);
+  }
+  statement(db, 'INSERT OR IGNORE INTO batch_errors (batch_id, position, code, line, message, param) VALUES (?, ?, ?, ?, ?, ?)').run(
+    batchId,
+    row.error_count,
+    error.code,
+    error.line,
+    error.message,
+    error.param,
+  );
 }
 
 export interface BatchRow {
@@ -188,6 +205,8 @@ export interface BatchRow {
   readonly prompt_tokens: number;
   readonly completion_tokens: number;
   readonly total_tokens: number;
+  readonly cached_tokens: number;
+  readonly reasoning_tokens: number;
   readonly error_count: number;
 }
 

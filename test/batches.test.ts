@@ -45,10 +45,13 @@ describe('batches through the official openai client', () => {
       model: 'tiny-chat',
       price_1m_tokens: 2.5,
       request_counts: { completed: 0, failed: 0, total: 0 },
-      usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+      usage: {
+        prompt_tokens: 0, completion_tokens: 0, total_tokens: 0,
+        input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 },
+      },
       processing_cost: 0,
       metadata: { team: 'docs' },
-      errors: { object: 'list', data: [] },
+      errors: { object: 'list', data: [], omitted: 0 },
       in_progress_at: null,
       finalizing_at: null,
       completed_at: null,
@@ -79,7 +82,10 @@ describe('batches through the official openai client', () => {
     expect(done.output_file_id).toMatch(/^file-/);
     const usage = (done as unknown as { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } }).usage;
     // The stand-in counts words: "hello number N" is 3 prompt tokens, "echo: hello number N" 4 completion tokens.
-    expect(usage).toEqual({ prompt_tokens: 30, completion_tokens: 40, total_tokens: 70 });
+    expect(usage).toEqual({
+      prompt_tokens: 30, completion_tokens: 40, total_tokens: 70,
+      input_tokens: 30, input_tokens_details: { cached_tokens: 0 }, output_tokens: 40, output_tokens_details: { reasoning_tokens: 0 },
+    });
     expect((done as unknown as { processing_cost: number }).processing_cost).toBeCloseTo((70 * 2.5) / 1_000_000, 12);
 
     const output = await fileLines(client, done.output_file_id);

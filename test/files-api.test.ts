@@ -55,6 +55,7 @@ describe('Files API over HTTP', () => {
         expires_at: clock.seconds + 30 * 86400,
         filename: 'requests.jsonl',
         purpose: 'batch',
+        status: 'processed',
       });
 
       // Read-your-writes: the file is there the moment the upload returns.
@@ -147,7 +148,7 @@ describe('Files API over HTTP', () => {
       const page = await json(await fetch(`${other.url}/v1/files?purpose=user_data&order=asc`));
       expect(page.data.map((file: { id: string }) => file.id)).toEqual([ids[1], ids[3], ids[5]]);
       const none = await json(await fetch(`${other.url}/v1/files?purpose=fine-tune-results`));
-      expect(none).toEqual({ object: 'list', data: [], first_id: null, last_id: null, has_more: false });
+      expect(none).toEqual({ object: 'list', data: [], first_id: '', last_id: '', has_more: false });
     });
 
     it('refuses an unknown cursor with the error envelope', async () => {

@@ -8,6 +8,10 @@ export interface Usage {
   readonly prompt_tokens: number;
   readonly completion_tokens: number;
   readonly total_tokens: number;
+  /** Prompt tokens served from the engine's prefix cache; present only when the engine reports it. */
+  readonly cached_tokens?: number;
+  /** Completion tokens spent on reasoning; present only when the engine reports it. */
+  readonly reasoning_tokens?: number;
 }
 
 export const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };

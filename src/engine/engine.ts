@@ -58,5 +58,19 @@ export function usageOf(body: unknown): Usage {
   const prompt = count(usage.prompt_tokens ?? usage.input_tokens);
   const completion = count(usage.completion_tokens ?? usage.output_tokens);
   const total = count(usage.total_tokens) || prompt + completion;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
+  const detail = (details: unknown, name: string): number | undefined => {
+    const value = (details as Record<string, unknown> | null | undefined)?.[name];
+    return typeof value === 'number' ? count(value) : undefined;
+  };
+  // Chat and completions say prompt_tokens_details / completion_tokens_details; the Responses API input_/output_.
+  const cached = detail(usage.prompt_tokens_details ?? usage.input_tokens_details, 'cached_tokens');
+  const reasoning = detail(usage.completion_tokens_details ?? usage.output_tokens_details, 'reasoning_tokens');
+  // Kept only when reported, so the outcome events of engines that do not report them stay as they were.
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: total,
+    ...(cached !== undefined ? { cached_tokens: cached } : {}),
+    ...(reasoning !== undefined ? { reasoning_tokens: reasoning } : {}),
+  };
 }

@@ -7,6 +7,7 @@ import { notFound } from './api-error.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
 import { MAX_PATH_PARAMETER_LENGTH, answerClientError, answerFrameworkError, answerUnmetExpectation, installErrorHandling } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
+import { DOCS_PAGE } from './docs-page.js';
 import { OpenApiDocument } from './openapi.js';
 import { installRequestChecks } from './request-checks.js';
 import { compileRequestValidator } from './request-validation.js';
@@ -99,6 +100,14 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerCompatRoutes(app, deps);
   registerWeightRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  app.get(
+    '/docs',
+    {
+      schema: { summary: 'This service description as a page to read (rendered from /openapi.json)', tags: ['system'] },
+      config: { openapi: { responses: { 200: { description: 'A self-contained HTML page', content: { 'text/html': { schema: { type: 'string' } } } } } } },
+    },
+    async (_request, reply) => reply.type('text/html; charset=utf-8').header('content-security-policy', "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'").send(DOCS_PAGE),
+  );
   // Unknown paths under a protected prefix are protected routes too: without the token a caller
   // learns nothing of which routes exist there.
   for (const prefix of PROTECTED_PREFIXES) {

@@ -7,7 +7,8 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
  * socket, deterministically, with failures on demand. A request's text steers it:
  *   [fail:400]  answers 400 with an OpenAI error body;   [fail:500]  always answers 500;
  *   [flaky:N]   answers 503 the first N times this exact text is sent, then succeeds;
- *   [slow:MS]   waits MS milliseconds before answering.
+ *   [slow:MS]   waits MS milliseconds before answering;
+ *   [cached:N]  reports N cached prompt tokens;  [reasoning:N]  reports N reasoning tokens.
  */
 export class FakeEngine {
   private server: Server | undefined;
@@ -83,7 +84,15 @@ export class FakeEngine {
     const words = (value: string) => value.split(/\s+/).filter(Boolean).length;
     const prompt = words(text);
     const reply = `echo: ${text}`;
-    const usage = { prompt_tokens: prompt, completion_tokens: words(reply), total_tokens: prompt + words(reply) };
+    const cached = /\[cached:(\d+)\]/.exec(text);
+    const reasoning = /\[reasoning:(\d+)\]/.exec(text);
+    const usage = {
+      prompt_tokens: prompt,
+      completion_tokens: words(reply),
+      total_tokens: prompt + words(reply),
+      ...(cached ? { prompt_tokens_details: { cached_tokens: Number(cached[1]) } } : {}),
+      ...(reasoning ? { completion_tokens_details: { reasoning_tokens: Number(reasoning[1]) } } : {}),
+    };
     const created = 1_700_000_000;
     switch (path) {
       case '/v1/models':

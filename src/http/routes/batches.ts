@@ -4,6 +4,7 @@ import type { BatchLifecycle, CreateBatchRequest } from '../../application/batch
 import type { BatchRow, BatchesQueries } from '../../../projections/batches-projection.js';
 import { fromRejection, invalidRequest, notFound } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
+import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface BatchRouteDeps {
@@ -33,12 +34,22 @@ export function batchObject(row: BatchRow, errors: ReturnType<BatchesQueries['er
     expires_at: row.expires_at,
     output_file_id: row.output_file_id,
     error_file_id: row.error_file_id,
-    errors: { object: 'list' as const, data: errors },
+    // Spec §7 lists failed lines; the bound and the count beyond it say when the list is cut.
+    errors: { object: 'list' as const, data: errors, omitted: Math.max(0, row.error_count - errors.length) },
     metadata: row.metadata === null ? {} : (JSON.parse(row.metadata) as Record<string, string>),
     model: row.model,
     price_1m_tokens: row.price_1m_tokens,
     processing_cost: (row.total_tokens * row.price_1m_tokens) / 1_000_000,
-    usage: { prompt_tokens: row.prompt_tokens, completion_tokens: row.completion_tokens, total_tokens: row.total_tokens },
+    // The spec's names and, beside them, the ones OpenAI's Batch schema requires.
+    usage: {
+      prompt_tokens: row.prompt_tokens,
+      completion_tokens: row.completion_tokens,
+      total_tokens: row.total_tokens,
+      input_tokens: row.prompt_tokens,
+      input_tokens_details: { cached_tokens: row.cached_tokens },
+      output_tokens: row.completion_tokens,
+      output_tokens_details: { reasoning_tokens: row.reasoning_tokens },
+    },
   };
 }
 
@@ -67,10 +78,11 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     { schema: { summary: 'List batches, newest first', tags: ['batches'], querystring: httpSchema('ListBatchesQuery'), response: { 200: httpSchema('BatchList') } } },
     async (request) => {
       const query = request.query as { limit: number; after?: string };
-      const page = deps.batchesQueries.list(query.limit, query.after);
+      const after = query.after === '' ? undefined : query.after;
+      const page = deps.batchesQueries.list(query.limit, after);
       if (!page) throw invalidRequest(`No batch with id ${query.after} to list after`, 'after');
       const data = page.data.map((row) => batchObject(row, deps.batchesQueries.errors(row.id)));
-      return { object: 'list' as const, data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore };
+      return { object: 'list' as const, data, ...pageBounds(data, after), has_more: page.hasMore };
     },
   );
 

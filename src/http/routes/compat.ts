@@ -12,6 +12,44 @@ export interface CompatRouteDeps {
 const ENDPOINTS = ['chat/completions', 'completions', 'embeddings', 'responses'] as const;
 const anyObject = { type: 'object', additionalProperties: true, required: ['model'], properties: { model: { type: 'string', minLength: 1 } } };
 
+// Documentation only (config.openapi, not a response schema): a response schema would make
+// fastify drop every field of the engine's answer that it does not list.
+const MODEL_LIST_DOC = {
+  description: 'The models the fleet serves',
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        required: ['object', 'data'],
+        properties: {
+          object: { type: 'string', enum: ['list'] },
+          data: {
+            type: 'array',
+            items: { type: 'object', required: ['id', 'object', 'created', 'owned_by'], properties: { id: { type: 'string' }, object: { type: 'string', enum: ['model'] }, created: { type: 'integer' }, owned_by: { type: 'string' } } },
+          },
+        },
+      },
+    },
+  },
+};
+
+const OBJECT_OF: Record<(typeof ENDPOINTS)[number], string> = {
+  'chat/completions': 'chat.completion',
+  completions: 'text_completion',
+  embeddings: 'list',
+  responses: 'response',
+};
+
+/** The engine's answer, passed through as it sent it; chat and completions also stream. */
+function inferenceDoc(path: (typeof ENDPOINTS)[number]) {
+  const json = { schema: { type: 'object', description: `The engine's answer in OpenAI's shape (object ${OBJECT_OF[path]}), passed through unchanged`, required: ['object'], properties: { object: { type: 'string' } } } };
+  const streams = path === 'chat/completions' || path === 'completions';
+  return {
+    description: streams ? "The engine's answer; with stream: true, server-sent events in OpenAI's chunk format ending with data: [DONE]" : "The engine's answer",
+    content: { 'application/json': json, ...(streams ? { 'text/event-stream': { schema: { type: 'string' } } } : {}) },
+  };
+}
+
 /**
  * Real-time inference under /compat/v1 (bearer API_KEY), routed through the same fleet as
  * batches. Chat and completions take `stream: true` and answer server-sent events in the OpenAI
@@ -19,7 +57,7 @@ const anyObject = { type: 'object', additionalProperties: true, required: ['mode
  */
 export function registerCompatRoutes(app: FastifyInstance, deps: CompatRouteDeps): void {
   const security = [{ bearer: [] }];
-  app.get('/compat/v1/models', { schema: { summary: 'Models the fleet serves', tags: ['compat'], security } }, async () => ({
+  app.get('/compat/v1/models', { schema: { summary: 'Models the fleet serves', tags: ['compat'], security }, config: { openapi: { responses: { 200: MODEL_LIST_DOC } } } }, async () => ({
     object: 'list',
     data: deps.fleet.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'spool' })),
   }));
@@ -27,7 +65,7 @@ export function registerCompatRoutes(app: FastifyInstance, deps: CompatRouteDeps
   for (const path of ENDPOINTS) {
     app.post(
       `/compat/v1/${path}`,
-      { schema: { summary: `OpenAI-compatible /v1/${path}`, tags: ['compat'], security, body: anyObject } },
+      { schema: { summary: `OpenAI-compatible /v1/${path}`, tags: ['compat'], security, body: anyObject }, config: { openapi: { responses: { 200: inferenceDoc(path) } } } },
       async (request, reply) => serve(deps.fleet, `/v1/${path}`, request, reply),
     );
   }

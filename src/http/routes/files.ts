@@ -8,6 +8,7 @@ import type { FileListQuery, FileRow, FilesQueries } from '../../../projections/
 import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
 import { httpSchema } from '../http-schemas.js';
+import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';
 import { UPLOAD_FIELD_SIZE_LIMIT, checkEarlyPurpose, collectUploadField, parseUploadFields } from '../upload-form.js';
 
@@ -27,6 +28,8 @@ export function fileObject(file: Pick<FileRow, 'id' | 'bytes' | 'created_at' | '
     expires_at: file.expires_at,
     filename: file.filename,
     purpose: file.purpose,
+    // OpenAI's legacy field, still required by its schema: a listed file is always stored whole.
+    status: 'processed' as const,
   };
 }
 
@@ -126,9 +129,10 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
     },
     async (request) => {
       const query = request.query as FileListQuery;
+      const after = query.after === '' ? undefined : query.after;
       let page;
       try {
-        page = deps.filesQueries.list(query, deps.clock.nowSeconds());
+        page = deps.filesQueries.list({ ...query, after }, deps.clock.nowSeconds());
       } catch (error) {
         if (error instanceof UnknownCursorError) throw invalidRequest(error.message, 'after');
         throw error;
@@ -136,8 +140,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
       return {
         object: 'list' as const,
         data: page.data.map(fileObject),
-        first_id: page.data[0]?.id ?? null,
-        last_id: page.data[page.data.length - 1]?.id ?? null,
+        ...pageBounds(page.data, after),
         has_more: page.hasMore,
       };
     },
@@ -161,7 +164,18 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
       schema: { summary: 'Retrieve file content', tags: ['files'], params: fileIdParams },
       config: {
         openapi: {
-          responses: { 200: { description: 'The raw content of the file', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } } },
+          responses: {
+            200: {
+              description: "The raw content of the file, with a content type from its name's extension",
+              // Every type contentTypeOf can answer, without parameters (a media type key has none).
+              content: Object.fromEntries(
+                [...new Set([...Object.values(CONTENT_TYPES), 'application/octet-stream'].map((type) => type.split(';')[0]!))].map((type) => [
+                  type,
+                  { schema: { type: 'string', contentMediaType: type } },
+                ]),
+              ),
+            },
+          },
         },
       },
     },

@@ -15,6 +15,49 @@ export interface WeightRouteDeps {
   readonly weightsQueries: WeightsQueries;
 }
 
+// Documentation only: the status of a model grows fields as weight sync does, and a response
+// schema would make fastify drop any it does not list.
+const MODEL_STATUS_DOC = {
+  type: 'object',
+  required: ['state', 'serving', 'staged', 'sync', 'replicas'],
+  properties: {
+    state: { type: 'string', description: 'ready, or the step weight sync is at' },
+    serving: { type: 'object', required: ['checkpoint', 'since'], properties: { checkpoint: { type: 'string' }, since: { type: ['integer', 'null'] } } },
+    staged: { type: ['object', 'null'], description: 'The checkpoint staged for the next reload' },
+    sync: { type: ['object', 'null'], description: 'The latest sync: step, attempts, last error, timestamps' },
+    replicas: { type: 'array', items: { type: 'object' } },
+  },
+};
+
+const SYNC_DOC = {
+  description: 'Accepted: the outcome per model (accepted, with its status, or the error)',
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        required: ['object', 'results'],
+        properties: {
+          object: { type: 'string', enum: ['weights.sync'] },
+          results: { type: 'object', additionalProperties: { type: 'object', required: ['accepted'], properties: { accepted: { type: 'boolean' } } } },
+        },
+      },
+    },
+  },
+};
+
+const STATUS_DOC = {
+  description: 'Weight sync state of every model the fleet serves',
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        required: ['object', 'models'],
+        properties: { object: { type: 'string', enum: ['weights.status'] }, models: { type: 'object', additionalProperties: MODEL_STATUS_DOC } },
+      },
+    },
+  },
+};
+
 /** Weight sync under /mgmt/v1 (bearer API_KEY): stage, reload, status. */
 export function registerWeightRoutes(app: FastifyInstance, deps: WeightRouteDeps): void {
   const security = [{ bearer: [] }];
@@ -77,15 +120,15 @@ export function registerWeightRoutes(app: FastifyInstance, deps: WeightRouteDeps
   const body = httpSchema('WeightsRequest');
   app.post(
     '/mgmt/v1/weights/upload',
-    { schema: { summary: 'Stage checkpoints from object storage (validated from their headers first)', tags: ['weights'], security, body } },
+    { schema: { summary: 'Stage checkpoints from object storage (validated from their headers first)', tags: ['weights'], security, body }, config: { openapi: { responses: { 202: SYNC_DOC } } } },
     async (request, reply) => reply.status(202).send(await each(request, (model, location) => deps.weightSync.requestUpload(model, location, requestMetadata(request)))),
   );
   app.post(
     '/mgmt/v1/weights/reload',
-    { schema: { summary: 'Swap the staged checkpoints onto the fleet, replica by replica', tags: ['weights'], security, body } },
+    { schema: { summary: 'Swap the staged checkpoints onto the fleet, replica by replica', tags: ['weights'], security, body }, config: { openapi: { responses: { 202: SYNC_DOC } } } },
     async (request, reply) => reply.status(202).send(await each(request, (model) => deps.weightSync.requestReload(model, requestMetadata(request)))),
   );
-  app.get('/mgmt/v1/weights/status', { schema: { summary: 'Weight sync state of every model', tags: ['weights'], security } }, async () => ({
+  app.get('/mgmt/v1/weights/status', { schema: { summary: 'Weight sync state of every model', tags: ['weights'], security }, config: { openapi: { responses: { 200: STATUS_DOC } } } }, async () => ({
     object: 'weights.status',
     models: Object.fromEntries(deps.fleet.models().map((model) => [model, status(model)])),
   }));
