@@ -79,6 +79,15 @@ describe('a start that fails says why in one line, with a documented exit code',
     expectOneLine(await runSpool(['serve'], { ...base(), JOBS_FILE: missing }), 78, 'JOBS_FILE', missing);
     expectOneLine(await runSpool(['serve'], { ...base(), FLEET_FILE: missing }), 78, 'FLEET_FILE', missing);
   });
+
+  it('a JOBS_FILE or FLEET_FILE that breaks its schema: 78, naming the field', async () => {
+    const jobsFile = join(tempDir('lifecycle'), 'jobs.json');
+    writeFileSync(jobsFile, JSON.stringify([{ job_id: 'job-a', model: 'spool-tiny', use_case: 'x', sla: 'soon', price_1m_tokens: 1 }]));
+    expectOneLine(await runSpool(['serve'], { ...base(), JOBS_FILE: jobsFile }), 78, 'JOBS_FILE', jobsFile, '/sla');
+    const fleetFile = join(tempDir('lifecycle'), 'fleet.json');
+    writeFileSync(fleetFile, JSON.stringify({ models: { 'spool-tiny': { replicas: [{ kind: 'vllm' }] } } }));
+    expectOneLine(await runSpool(['serve'], { ...base(), FLEET_FILE: fleetFile }), 78, 'FLEET_FILE', fleetFile, 'base_url');
+  });
 });
 
 /** Collects a child's output; `waitFor` resolves once it matches. */
