@@ -16,7 +16,7 @@ import { openReadModelStore } from '../projections/read-model-store.js';
 import { loadConfig } from '../src/config.js';
 import type { Position } from '../src/event-store/event-store.js';
 import { packageRoot } from '../src/package-root.js';
-import { openEventStore } from '../src/service.js';
+import { openEventStore } from '../src/wiring/adapters.js';
 import { median } from './processes.js';
 
 /** Every read model of the service, rebuilt from the start of the log into a fresh store. */

@@ -42,6 +42,11 @@ const RULES: readonly Rule[] = [
     from: adapters,
     forbidden: (target: string) => ['src/application/', 'src/http/', 'processors/', 'projections/'].some((layer) => target.startsWith(layer)),
   })),
+  ...['src/domain', 'src/application', 'src/http', 'processors', 'projections', 'src/engine', 'src/event-store', 'src/blob-store', 'src/message-log'].map((layer) => ({
+    name: `${layer} imports neither the composition root (src/service.ts) nor its wiring (src/wiring)`,
+    from: layer,
+    forbidden: (target: string) => target === 'src/service.ts' || target.startsWith('src/wiring/'),
+  })),
 ];
 
 /**
@@ -63,7 +68,7 @@ function violations(): string[] {
 describe('the import rule', () => {
   it('reads the imports it checks (the rule cannot pass on an empty reading)', () => {
     expect(projectImports('src/application/batch-lifecycle.ts')).toContain('src/domain/batch.ts');
-    expect(projectImports('src/service.ts').some((target) => target.startsWith('processors/'))).toBe(true);
+    expect(projectImports('src/wiring/workers.ts').some((target) => target.startsWith('processors/'))).toBe(true);
     expect(sourceFiles('src/domain')).toContain('src/domain/decider.ts');
   });
 
