@@ -47,6 +47,8 @@ const RULES: readonly Rule[] = [
     from: layer,
     forbidden: (target: string) => target === 'src/service.ts' || target.startsWith('src/wiring/'),
   })),
+  // The benchmarks may use the tests' starters (test/support), never the other way round.
+  { name: 'the tests import nothing of bench/', from: 'test', forbidden: (target) => target.startsWith('bench/') },
 ];
 
 /**

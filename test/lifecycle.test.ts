@@ -4,9 +4,9 @@ import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from '../bench/processes.js';
+import { startSpoolCli } from './support/processes.js';
 import { packageRoot } from '../src/package-root.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, startTestService, tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
@@ -158,7 +158,7 @@ describe('stopping', () => {
     const lines = Array.from({ length: total }, (_, index) => chatLine(`line-${index}`, `line ${index}`));
     let client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'stop.jsonl'), purpose: 'batch' });
-    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'stop-job' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+    const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'stop-job' });
     while (engine.total < 6) await new Promise((resolve) => setTimeout(resolve, 20));
 
     // Two chunks of 100 lines at 2 × 300 ms: finishing them would take about 30 s.
