@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/package-root.js';
-import { median, peakRssMiB, startNode, stop } from './processes.js';
+import { median, peakRssMiB } from './measurements.js';
+import { startNode, stop } from '../test/support/processes.js';
 import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
 import { eventTimes, startSpool } from './spool.js';
 

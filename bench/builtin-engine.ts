@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { BuiltinEngine } from '../src/engine/builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
-import { median, startSpoolCli, stop } from './processes.js';
+import { median } from './measurements.js';
+import { startSpoolCli, stop } from '../test/support/processes.js';
 
 const BENCH_KEY = 'bench-api-key-0123456789';
 

@@ -3,7 +3,8 @@ import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
-import { median, peakRssMiB, stop } from './processes.js';
+import { median, peakRssMiB } from './measurements.js';
+import { stop } from '../test/support/processes.js';
 import { BENCH_BUCKET, putCheckpoint, startS3 } from './s3.js';
 import { BENCH_API_KEY, startSpool } from './spool.js';
 

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/package-root.js';
 import { BENCH_MODEL, benchJobEnv, startUpstream } from './batch.js';
-import { peakRssMiB, startNode, stop } from './processes.js';
+import { peakRssMiB } from './measurements.js';
+import { startNode, stop } from '../test/support/processes.js';
 import { startSpool } from './spool.js';
 
 const IMAGE_BUCKET = 'bench-images';

@@ -1,7 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { type KafkaBroker, startKafkaBroker } from './kafka-broker.js';
-import { peakRssMiB, startSpoolCli, stop, waitForReady } from './processes.js';
+import { type KafkaBroker, startKafkaBroker } from '../test/support/kafka-broker.js';
+import { peakRssMiB } from './measurements.js';
+import { startSpoolCli, stop, waitForReady } from '../test/support/processes.js';
 import { BENCH_API_KEY } from './spool.js';
 
 /** The roles of the scaled-out shape, each its own process, as deploy/ runs them. */

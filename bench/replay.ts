@@ -16,8 +16,8 @@ import { openReadModelStore } from '../projections/read-model-store.js';
 import { loadConfig } from '../src/config.js';
 import type { Position } from '../src/event-store/event-store.js';
 import { packageRoot } from '../src/package-root.js';
-import { openEventStore } from '../src/service.js';
-import { median } from './processes.js';
+import { openEventStore } from '../src/wiring/adapters.js';
+import { median } from './measurements.js';
 
 /** Every read model of the service, rebuilt from the start of the log into a fresh store. */
 async function project(dataDir: string): Promise<{ events: number; seconds: number }> {

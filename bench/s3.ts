@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
 import { packageRoot } from '../src/package-root.js';
-import { startNode, stop } from './processes.js';
+import { startNode, stop } from '../test/support/processes.js';
 
 export const BENCH_BUCKET = 'bench';
 const CREDENTIALS = { AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1' };

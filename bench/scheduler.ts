@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import OpenAI, { toFile } from 'openai';
 import { BENCH_MODEL, type Upstream, benchBatch, benchJobEnv, startUpstream } from './batch.js';
-import type { KafkaBroker } from './kafka-broker.js';
+import type { KafkaBroker } from '../test/support/kafka-broker.js';
 import { startKafkaBroker, startKafkaDeployment } from './kafka-deployment.js';
-import { stop } from './processes.js';
+import { stop } from '../test/support/processes.js';
 import { BENCH_API_KEY, startSpool } from './spool.js';
 
 /** The engine: 32 slots, 100 ms a request, 320 requests/s. */

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { startSpoolCli, waitForReady } from './processes.js';
+import { startSpoolCli, waitForReady } from '../test/support/processes.js';
 
 export const BENCH_API_KEY = 'bench-api-key-0123456789';
 

@@ -3,7 +3,8 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packageRoot } from '../src/package-root.js';
-import { median, peakRssMiB, startNode, startSpoolCli, stop } from './processes.js';
+import { median, peakRssMiB } from './measurements.js';
+import { startNode, startSpoolCli, stop } from '../test/support/processes.js';
 
 const MIB = 1024 * 1024;
 const BOUNDARY = 'spool-bench-boundary';

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { BENCH_MODEL, benchJobEnv, startUpstream } from './batch.js';
-import { median, peakRssMiB, stop } from './processes.js';
+import { median, peakRssMiB } from './measurements.js';
+import { stop } from '../test/support/processes.js';
 import { eventTimes, startSpool } from './spool.js';
 import { writeInput } from './upload.js';
 

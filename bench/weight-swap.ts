@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { median, stop } from './processes.js';
+import { median } from './measurements.js';
+import { stop } from '../test/support/processes.js';
 import { putCheckpoint, startS3 } from './s3.js';
 import { BENCH_API_KEY, startSpool } from './spool.js';
 

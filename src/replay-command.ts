@@ -7,7 +7,7 @@ import { type ReadModelDifference, compareReadModels, readCheckpoints, replayInt
 import { openReadModelStore } from '../projections/read-model-store.js';
 import type { Config } from './config.js';
 import { positionToString } from './event-store/event-store.js';
-import { openEventStore } from './service.js';
+import { openEventStore } from './wiring/adapters.js';
 
 export interface ReplayReport {
   readonly identical: boolean;

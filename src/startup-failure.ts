@@ -40,3 +40,17 @@ export function oneLine(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return text.replace(/\s*\n\s*/g, '; ').trim();
 }
+
+/** Runs a step that reads a configured file (JOBS_FILE, FLEET_FILE): its failure is a configuration mistake. */
+export function asConfigurationFailure<T>(action: () => T): T {
+  const fail = (error: unknown): never => {
+    if (error instanceof StartupFailure) throw error;
+    throw new StartupFailure(oneLine(error), ExitCode.config, { cause: error });
+  };
+  try {
+    const result = action();
+    return (result instanceof Promise ? result.catch(fail) : result) as T;
+  } catch (error) {
+    return fail(error);
+  }
+}

@@ -3,7 +3,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { chatLine, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, type WholeService, startTestService } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
@@ -61,7 +61,7 @@ describe('the audit trail and replay', () => {
 
   const submit = async (lines: string[]) => {
     const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'audit.jsonl'), purpose: 'batch' });
-    return client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+    return createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
   };
 
   beforeAll(async () => {

@@ -1,12 +1,11 @@
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../src/service.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { ManualClock, TEST_API_KEY, startTestService, tempDir } from './support/service.js';
 
 const JOB = { job_id: 'rules-job', model: 'tiny-chat', use_case: 'tests', sla: '1h', price_1m_tokens: 1 };
-type CreateParams = Parameters<OpenAI['batches']['create']>[0];
 
 describe('batch rules', () => {
   const engine = new FakeEngine();
@@ -22,7 +21,7 @@ describe('batch rules', () => {
   }
   async function runBatch(content: string, endpoint = '/v1/chat/completions') {
     const input = await upload(content);
-    const batch = await client.batches.create({ input_file_id: input.id, endpoint, completion_window: 'unlimited', job_id: JOB.job_id } as unknown as CreateParams);
+    const batch = await createBatch(client, { input_file_id: input.id, endpoint, completion_window: 'unlimited', job_id: JOB.job_id });
     return waitForStatus(client, batch.id, ['completed', 'failed', 'expired', 'cancelled']);
   }
 
@@ -85,7 +84,7 @@ describe('batch rules', () => {
 
     it('a model no engine serves', async () => {
       const input = await upload(chatLine('a', 'x', { body: { messages: [] } }));
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'other-model' } as unknown as CreateParams);
+      const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'other-model' });
       const batch = await waitForStatus(client, created.id, ['failed', 'completed']);
       expect(batch.status).toBe('failed');
       expect(batch.errors?.data).toMatchObject([{ code: 'model_not_available', line: null }]);
@@ -156,7 +155,7 @@ describe('batch rules', () => {
     it('cancels an in-progress batch: lines in flight finish, the rest go to the error file as batch_cancelled', async () => {
       const lines = Array.from({ length: 12 }, (_, index) => chatLine(`c-${index}`, `slowly [slow:150] ${index}`));
       const input = await upload(lines.join('\n'));
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as CreateParams);
+      const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
       await waitForStatus(client, created.id, ['in_progress']);
       const sentBefore = engine.total;
       const cancelling = await client.batches.cancel(created.id);
@@ -188,7 +187,7 @@ describe('batch rules', () => {
       // to stop the batch even on a loaded machine.
       const lines = Array.from({ length: 10 }, (_, index) => chatLine(`x-${index}`, `slowly [slow:1000] ${index}`));
       const input = await upload(lines.join('\n'));
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as CreateParams);
+      const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
       expect(created.expires_at).toBe(created.created_at + 3600);
       await waitForStatus(client, created.id, ['in_progress']);
       clock.advance(3600);
@@ -210,7 +209,7 @@ describe('batch rules', () => {
       // Three chunks of four lines, run one after the other: the first is slow.
       const lines = Array.from({ length: 12 }, (_, index) => chatLine(`d-${index}`, index < 4 ? `slowly [slow:300] ${index}` : `quick ${index}`));
       const input = await upload(lines.join('\n'));
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as CreateParams);
+      const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
       await waitForStatus(client, created.id, ['in_progress']);
       await client.files.delete(input.id);
       const done = await waitForStatus(client, created.id, ['failed', 'completed']);

@@ -4,7 +4,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { dumpReadModels } from '../projections/read-model-store.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { type WholeService, startTestService } from './support/service.js';
 
 const JOB = { job_id: 'Acme-Summaries', model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 2.5 };
@@ -28,13 +28,13 @@ describe('batches through the official openai client', () => {
   it('runs a chat batch from upload to output, with every field of the batch object', async () => {
     const lines = Array.from({ length: 10 }, (_, index) => chatLine(`req-${index}`, `hello number ${index}`));
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n') + '\n'), 'chat.jsonl'), purpose: 'batch' });
-    const created = await client.batches.create({
+    const created = await createBatch(client, {
       input_file_id: input.id,
       endpoint: '/v1/chat/completions',
-      completion_window: 'unlimited' as '24h',
+      completion_window: 'unlimited',
       metadata: { team: 'docs' },
       job_id: JOB.job_id,
-    } as Parameters<typeof client.batches.create>[0]);
+    });
     expect(created).toMatchObject({
       object: 'batch',
       status: 'validating',
@@ -106,13 +106,13 @@ describe('batches through the official openai client', () => {
       JSON.stringify({ custom_id: `emb-${index}`, method: 'POST', url: '/v1/embeddings', body: { model: 'tiny-chat', input } }),
     );
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'emb.jsonl'), purpose: 'batch' });
-    const created = await client.batches.create({
+    const created = await createBatch(client, {
       input_file_id: input.id,
       endpoint: '/v1/embeddings',
       completion_window: 'unlimited',
       job_id: JOB.job_id,
       output_expires_after: { anchor: 'created_at', seconds: 7200 },
-    } as unknown as Parameters<typeof client.batches.create>[0]);
+    });
     const done = await waitForStatus(client, created.id, ['completed', 'failed']);
     expect(done.status).toBe('completed');
     expect(done.request_counts).toEqual({ completed: 3, failed: 0, total: 3 });
@@ -132,7 +132,7 @@ describe('batches through the official openai client', () => {
       chatLine('ok-2', 'also fine'),
     ];
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'mixed.jsonl'), purpose: 'batch' });
-    const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<typeof client.batches.create>[0]);
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
     const done = await waitForStatus(client, created.id, ['completed', 'failed']);
     expect(done.status).toBe('completed');
     expect(done.request_counts).toEqual({ completed: 3, failed: 2, total: 5 });
@@ -153,7 +153,7 @@ describe('batches through the official openai client', () => {
     const ids: string[] = [];
     const input = await client.files.create({ file: await toFile(Buffer.from(chatLine('x', 'list me')), 'one.jsonl'), purpose: 'batch' });
     for (let index = 0; index < 5; index++) {
-      ids.push((await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<typeof client.batches.create>[0])).id);
+      ids.push((await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id })).id);
     }
     const listed: string[] = [];
     for await (const batch of client.batches.list({ limit: 2 })) listed.push(batch.id);
@@ -169,7 +169,7 @@ describe('batches through the official openai client', () => {
     try {
       const lines = Array.from({ length: 24 }, (_, index) => chatLine(`slow-${index}`, `take your time ${index}`));
       const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'slow.jsonl'), purpose: 'batch' });
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id } as unknown as Parameters<typeof client.batches.create>[0]);
+      const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
       // request_counts and usage move while the batch runs.
       let partial;
       for (let polls = 0; polls < 2000 && !partial; polls++) {

@@ -10,7 +10,7 @@ import { BlobReferences } from '../src/application/blob-references.js';
 import { fileBlobKey } from '../src/application/file-registry.js';
 import { fileStreamName } from '../src/domain/stream-names.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
-import { chatLine, fileLines, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { listKeys } from './support/blob-store-contract.js';
 import { type WholeService, s3Env, startTestService, tempDir } from './support/service.js';
 
@@ -33,7 +33,7 @@ async function runSmallBatch(client: OpenAI) {
   });
   const inputContent = lines.join('\n') + '\n';
   const input = await client.files.create({ file: await toFile(Buffer.from(inputContent), 'input.jsonl'), purpose: 'batch' });
-  const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited' as '24h', job_id: 'job-demo' } as Parameters<typeof client.batches.create>[0]);
+  const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' });
   const done = await waitForStatus(client, batch.id, ['completed']);
   return { input, inputContent, outputFileId: done.output_file_id! };
 }

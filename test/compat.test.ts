@@ -1,7 +1,7 @@
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../src/service.js';
-import { chatLine, fileLines, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, startTestService } from './support/service.js';
 
 /** The default fleet: the built-in model spool-tiny on a checkpoint generated at first start. */
@@ -87,7 +87,7 @@ describe('/compat/v1 on the built-in model, through the official openai client',
     const files = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     const lines = [0, 1, 2].map((index) => chatLine(`demo-${index}`, `question ${index}`, { body: { model: 'spool-tiny', messages: [{ role: 'user', content: `question ${index}` }], max_tokens: 8, temperature: 0 } }));
     const input = await files.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'demo.jsonl'), purpose: 'batch' });
-    const created = await files.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+    const created = await createBatch(files, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' });
     expect(created.model).toBe('spool-tiny');
     const done = await waitForStatus(files, created.id, ['completed', 'failed']);
     expect(done.status).toBe('completed');

@@ -1,8 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from '../bench/processes.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { startSpoolCli } from './support/processes.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, tempDir, waitUntilReady } from './support/service.js';
 
@@ -42,7 +42,7 @@ describe('crash safety', () => {
     const lines = Array.from({ length: total }, (_, index) => chatLine(`line-${index}`, index % 50 === 7 ? `refuse me [fail:400] ${index}` : `line ${index}`));
     let client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'crash.jsonl'), purpose: 'batch' });
-    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'crash-job' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+    const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'crash-job' });
 
     // Kill it for real while lines are being recorded.
     for (;;) {

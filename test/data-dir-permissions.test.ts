@@ -5,7 +5,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteRelayCheckpoint } from '../processors/event-relay.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
-import { chatLine, fileLines, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { type WholeService, startTestService, tempDir } from './support/service.js';
 
 /** Every directory and file under root, with its permission bits, e.g. { 'blobs/files': '700' }. */
@@ -33,7 +33,7 @@ describe('files Spool writes under DATA_DIR', () => {
     const lines = Array.from({ length: 3 }, (_, index) => JSON.parse(chatLine(`line-${index}`, `hello ${index}`)) as Record<string, any>);
     for (const line of lines) line.body.model = 'spool-tiny';
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.map((line) => JSON.stringify(line)).join('\n') + '\n'), 'input.jsonl'), purpose: 'batch' });
-    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited' as '24h', job_id: 'job-demo' } as Parameters<typeof client.batches.create>[0]);
+    const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' });
     const done = await waitForStatus(client, batch.id, ['completed']);
     expect(await fileLines(client, done.output_file_id)).toHaveLength(3);
 

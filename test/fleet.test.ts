@@ -4,11 +4,10 @@ import { Readable } from 'node:stream';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';
 
-type CreateParams = Parameters<OpenAI['batches']['create']>[0];
 
 /**
  * Two OpenAI-compatible HTTP replicas of one model. They are stand-ins (test/support/fake-engine.ts):
@@ -51,7 +50,7 @@ describe('a fleet of HTTP replicas', () => {
   async function runBatch(count: number, prefix: string, during?: (batchId: string) => Promise<void>) {
     const lines = Array.from({ length: count }, (_, index) => chatLine(`${prefix}-${index}`, `${prefix} line ${index}`));
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), `${prefix}.jsonl`), purpose: 'batch' });
-    const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'fleet-job' } as unknown as CreateParams);
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'fleet-job' });
     await during?.(created.id);
     return waitForStatus(client, created.id, ['completed', 'failed'], 60_000);
   }
@@ -149,7 +148,7 @@ describe('s3:// images in chat requests', () => {
       chatLine('text-only', 'plain text', { body: { model: 'spool-tiny', max_tokens: 4, messages: [{ role: 'user', content: 'plain text' }] } }),
     ];
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'images.jsonl'), purpose: 'batch' });
-    const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' } as unknown as CreateParams);
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' });
     const done = await waitForStatus(client, created.id, ['completed', 'failed']);
     expect(done.status).toBe('completed');
     expect((await fileLines(client, done.output_file_id)).map((line) => line.custom_id)).toEqual(['one-image', 'two-images', 'text-only']);

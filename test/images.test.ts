@@ -6,14 +6,13 @@ import { Readable } from 'node:stream';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startSpoolCli, stop, waitForReady } from '../bench/processes.js';
+import { startSpoolCli, stop, waitForReady } from './support/processes.js';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { S3Proxy } from './support/s3-proxy.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';
 
-type CreateParams = Parameters<OpenAI['batches']['create']>[0];
 
 const MIB = 1024 * 1024;
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
@@ -39,7 +38,7 @@ const imageLine = (id: string, urls: string[], model = 'spool-tiny', text = 'Wha
 
 async function runBatch(client: OpenAI, lines: string[], jobId = 'job-demo', timeoutMs = 60_000) {
   const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'images.jsonl'), purpose: 'batch' });
-  const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobId } as unknown as CreateParams);
+  const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobId });
   return { id: created.id, done: waitForStatus(client, created.id, ['completed', 'failed'], timeoutMs) };
 }
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Consumer, Kafka, type KafkaMessage, logLevel } from 'kafkajs';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { type KafkaBroker, startKafkaBroker } from '../bench/kafka-broker.js';
+import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 
 // A short fetch wait: disconnecting a consumer waits for its fetch in flight (5 s by default).
 const consumerOptions = { maxWaitTimeInMs: 100 };

@@ -4,9 +4,9 @@ import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from '../bench/processes.js';
+import { startSpoolCli } from './support/processes.js';
 import { packageRoot } from '../src/package-root.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, startTestService, tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
@@ -79,6 +79,15 @@ describe('a start that fails says why in one line, with a documented exit code',
     expectOneLine(await runSpool(['serve'], { ...base(), JOBS_FILE: missing }), 78, 'JOBS_FILE', missing);
     expectOneLine(await runSpool(['serve'], { ...base(), FLEET_FILE: missing }), 78, 'FLEET_FILE', missing);
   });
+
+  it('a JOBS_FILE or FLEET_FILE that breaks its schema: 78, naming the field', async () => {
+    const jobsFile = join(tempDir('lifecycle'), 'jobs.json');
+    writeFileSync(jobsFile, JSON.stringify([{ job_id: 'job-a', model: 'spool-tiny', use_case: 'x', sla: 'soon', price_1m_tokens: 1 }]));
+    expectOneLine(await runSpool(['serve'], { ...base(), JOBS_FILE: jobsFile }), 78, 'JOBS_FILE', jobsFile, '/sla');
+    const fleetFile = join(tempDir('lifecycle'), 'fleet.json');
+    writeFileSync(fleetFile, JSON.stringify({ models: { 'spool-tiny': { replicas: [{ kind: 'vllm' }] } } }));
+    expectOneLine(await runSpool(['serve'], { ...base(), FLEET_FILE: fleetFile }), 78, 'FLEET_FILE', fleetFile, 'base_url');
+  });
 });
 
 /** Collects a child's output; `waitFor` resolves once it matches. */
@@ -149,7 +158,7 @@ describe('stopping', () => {
     const lines = Array.from({ length: total }, (_, index) => chatLine(`line-${index}`, `line ${index}`));
     let client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'stop.jsonl'), purpose: 'batch' });
-    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'stop-job' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+    const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'stop-job' });
     while (engine.total < 6) await new Promise((resolve) => setTimeout(resolve, 20));
 
     // Two chunks of 100 lines at 2 × 300 ms: finishing them would take about 30 s.

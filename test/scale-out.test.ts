@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { AssignerProtocol, Kafka, logLevel } from 'kafkajs';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from '../bench/processes.js';
+import { startSpoolCli } from './support/processes.js';
 import { packageRoot } from '../src/package-root.js';
-import { chatLine, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { type KafkaBroker, startKafkaBroker } from '../bench/kafka-broker.js';
+import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { TEST_API_KEY, s3Env, tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
@@ -64,7 +64,7 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
 
   const submit = async (lines: string[], label: string) => {
     const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), `${label}.jsonl`), purpose: 'batch' });
-    return client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'scale-job' } as unknown as Parameters<OpenAI['batches']['create']>[0]);
+    return createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'scale-job' });
   };
 
   const progress = async (id: string) => {

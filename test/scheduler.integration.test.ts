@@ -3,10 +3,10 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KafkaBroker, startKafkaBroker } from '../bench/kafka-broker.js';
-import { startNode, startSpoolCli, stop } from '../bench/processes.js';
+import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
+import { startNode, startSpoolCli, stop } from './support/processes.js';
 import { packageRoot } from '../src/package-root.js';
-import { reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir, waitUntilReady } from './support/service.js';
 
 // The fleet scheduler's promises, seen where they matter: in the order the engine (the upstream
@@ -42,7 +42,7 @@ const lines = (label: string, count: number) =>
 
 async function submit(client: OpenAI, label: string, count: number, jobId: string): Promise<string> {
   const file = await client.files.create({ file: await toFile(Buffer.from(lines(label, count)), `${label}.jsonl`), purpose: 'batch' });
-  return (await client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobId } as never)).id;
+  return (await createBatch(client, { input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobId })).id;
 }
 
 /** Stops a batch the test no longer needs, unless it has already ended. */

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { httpSchema } from '../src/http/http-schemas.js';
+import { httpSchema } from '../src/schemas.js';
 import { packageRoot } from '../src/package-root.js';
 import type { RunningService } from '../src/service.js';
 import { TEST_API_KEY, s3Env, startTestService, tempDir, uploadFile } from './support/service.js';

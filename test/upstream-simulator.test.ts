@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startNode, stop } from '../bench/processes.js';
+import { startNode, stop } from './support/processes.js';
 import { engineLoadFrom } from '../src/engine/engine-load-metrics.js';
 import { packageRoot } from '../src/package-root.js';
 

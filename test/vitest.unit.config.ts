@@ -8,6 +8,7 @@ export default defineConfig({
     include: [
       'test/domain/**/*.test.ts',
       'test/architecture.test.ts',
+      'test/wiring-lifecycle.test.ts',
       'test/event-store.sqlite.test.ts',
       'test/blob-store.local.test.ts',
       'test/message-log.embedded.test.ts',

@@ -1,6 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
-import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
@@ -9,6 +8,7 @@ import { Transformer } from './builtin/transformer.js';
 import { BuiltinReplica, Fleet, HttpReplica, type Replica, ReplicaPool } from './fleet.js';
 import { ImageResolver } from './image-resolver.js';
 import { PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE } from '../private-files.js';
+import { readJsonFile } from '../schemas.js';
 
 /** The model the embedded default serves, on a checkpoint generated on first start. */
 export const DEFAULT_MODEL = 'spool-tiny';
@@ -68,17 +68,7 @@ const FLEET_SCHEMA = {
 };
 
 export function readFleetSpec(path: string): FleetSpec {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (error) {
-    throw new Error(`FLEET_FILE ${path} cannot be read as JSON: ${(error as Error).message}`);
-  }
-  const validate = new Ajv({ allErrors: true, strict: false }).compile<FleetSpec>(FLEET_SCHEMA);
-  if (!validate(parsed)) {
-    throw new Error(`FLEET_FILE ${path}: ${(validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message}`).join('; ')}`);
-  }
-  return parsed;
+  return readJsonFile<FleetSpec>(path, FLEET_SCHEMA, 'FLEET_FILE');
 }
 
 /** Loads a checkpoint folder, generating the default one on first start. */

@@ -13,6 +13,24 @@ export async function reserveJob(url: string, job: Record<string, unknown>): Pro
   });
 }
 
+/**
+ * What Spool's POST /v1/batches takes beyond the OpenAI client's types: the job the batch runs under
+ * (required) and completion windows the client does not know (e.g. "unlimited").
+ */
+export interface CreateBatchRequest {
+  readonly input_file_id: string;
+  readonly endpoint: string;
+  readonly completion_window: string;
+  readonly job_id: string;
+  readonly metadata?: Record<string, string>;
+  readonly output_expires_after?: { readonly anchor: 'created_at'; readonly seconds: number };
+}
+
+/** Creates a batch through the real OpenAI client, with Spool's fields the client's types lack. */
+export function createBatch(client: OpenAI, request: CreateBatchRequest): Promise<OpenAI.Batches.Batch> {
+  return client.batches.create(request as unknown as Parameters<OpenAI['batches']['create']>[0]);
+}
+
 export async function waitForStatus(client: OpenAI, batchId: string, statuses: string[], timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

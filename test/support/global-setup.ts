@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import S3rver from 's3rver';
 import type { TestProject } from 'vitest/node';
-import { type KafkaBroker, startKafkaBroker } from '../../bench/kafka-broker.js';
+import { type KafkaBroker, startKafkaBroker } from './kafka-broker.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

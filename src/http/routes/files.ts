@@ -7,7 +7,7 @@ import { newFileId } from '../../ids.js';
 import type { FileListQuery, FileRow, FilesQueries } from '../../../projections/files-projection.js';
 import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
-import { httpSchema } from '../http-schemas.js';
+import { httpSchema } from '../../schemas.js';
 import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';
 import { UPLOAD_FIELD_SIZE_LIMIT, checkEarlyPurpose, collectUploadField, parseUploadFields } from '../upload-form.js';

@@ -3,7 +3,7 @@ import type { HistoryQueries } from '../../../projections/history-projection.js'
 import { positionToString } from '../../event-store/event-store.js';
 import type { RecordedEvent } from '../../event-store/event-store.js';
 import { invalidRequest, notFound } from '../api-error.js';
-import { httpSchema } from '../http-schemas.js';
+import { httpSchema } from '../../schemas.js';
 
 export interface HistoryRouteDeps {
   readonly history: HistoryQueries;

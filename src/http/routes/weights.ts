@@ -6,7 +6,7 @@ import { MAX_SYNC_ATTEMPTS } from '../../domain/weight-sync.js';
 import { BuiltinReplica, type Fleet, HttpReplica } from '../../engine/fleet.js';
 import type { WeightsQueries } from '../../../projections/weights-projection.js';
 import { ApiError, fromRejection } from '../api-error.js';
-import { httpSchema } from '../http-schemas.js';
+import { httpSchema } from '../../schemas.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface WeightRouteDeps {

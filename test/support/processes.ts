@@ -1,14 +1,7 @@
+// Starting and stopping Spool and other node processes: used by the tests and the benchmarks.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../src/package-root.js';
-
-/** Peak resident set size of a live process, in MiB (VmHWM: the kernel's own high-water mark). */
-export function peakRssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kib = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN);
-  return kib / 1024;
-}
+import { packageRoot } from '../../src/package-root.js';
 
 /** Starts a node script and resolves once a line of its output matches; returns the match too. */
 export function startNode(
@@ -45,12 +38,6 @@ export async function stop(child: ChildProcess): Promise<void> {
   child.kill('SIGTERM');
   await exited;
 }
-
-export const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
 
 /**
  * Starts the built `spool` CLI (`dist/src/cli.js ARGS`) and resolves once it logs the URL it

@@ -1,0 +1,93 @@
+import { accessSync, constants } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Logger } from 'pino';
+import type { BlobStore } from '../blob-store/blob-store.js';
+import { LocalBlobStore } from '../blob-store/local-blob-store.js';
+import type { Config } from '../config.js';
+import { EventSchemas, SchemaCheckedEventStore } from '../event-store/event-schemas.js';
+import type { EventStore } from '../event-store/event-store.js';
+import { SqliteEventStore } from '../event-store/sqlite-event-store.js';
+import { EmbeddedMessageLog } from '../message-log/embedded-message-log.js';
+import type { MessageLog, TopicSpec } from '../message-log/message-log.js';
+import { spoolTopics } from '../message-log/topics.js';
+import { makePrivateDirectory } from '../private-files.js';
+import { ExitCode, StartupFailure, oneLine } from '../startup-failure.js';
+import { type StartupDeadline, reachBeforeDeadline } from '../startup-retry.js';
+import type { Lifecycle } from './lifecycle.js';
+
+// The production adapters load only when configured: their clients (gRPC, the AWS SDK, kafkajs)
+// would otherwise weigh on every embedded process.
+export async function openEventStore(config: Config): Promise<EventStore> {
+  let inner: EventStore;
+  if (config.eventStoreUrl) {
+    const { EventStoreDbEventStore } = await import('../event-store/eventstoredb-event-store.js');
+    inner = new EventStoreDbEventStore(config.eventStoreUrl);
+  } else {
+    makePrivateDirectory(dirname(config.eventsFile));
+    inner = new SqliteEventStore(config.eventsFile);
+  }
+  return new SchemaCheckedEventStore(inner, new EventSchemas());
+}
+
+export async function openBlobStore(config: Config): Promise<BlobStore> {
+  if (!config.blobStore) return new LocalBlobStore(config.blobsDir);
+  const { S3BlobStore, createS3Client } = await import('../blob-store/s3-blob-store.js');
+  return new S3BlobStore(createS3Client(config.s3), config.blobStore);
+}
+
+export async function openMessageLog(config: Config, logger: Logger): Promise<MessageLog> {
+  if (!config.kafka) return new EmbeddedMessageLog();
+  const { KafkaMessageLog } = await import('../message-log/kafka-message-log.js');
+  return new KafkaMessageLog({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, sessionTimeoutMs: config.kafka.sessionTimeoutMs }, logger.child({ component: 'kafka' }));
+}
+
+/** The stores every process uses, and the topics of its message log. */
+export interface Adapters {
+  readonly eventStore: EventStore;
+  readonly blobStore: BlobStore;
+  readonly messageLog: MessageLog;
+  readonly topics: readonly TopicSpec[];
+}
+
+/**
+ * Opens the event store, the blob store and the message log. A production event store or Kafka
+ * cluster that is still away is waited for until the start-up deadline (STARTUP_TIMEOUT_SECONDS).
+ */
+export async function openAdapters(context: { config: Config; logger: Logger; lifecycle: Lifecycle; eventStore?: EventStore | undefined }): Promise<Adapters> {
+  const { config, logger, lifecycle } = context;
+  const deadline: StartupDeadline = { at: Date.now() + config.startupTimeoutSeconds * 1000, setting: `STARTUP_TIMEOUT_SECONDS=${config.startupTimeoutSeconds}` };
+  const eventStore = context.eventStore ?? (await openEventStore(config));
+  lifecycle.opened('the event store', () => eventStore.close());
+  if (config.eventStoreUrl && !context.eventStore) {
+    await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });
+  }
+  const blobStore = await openBlobStore(config);
+  const messageLog = await openMessageLog(config, logger);
+  lifecycle.opened('the message log', () => messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly')));
+  const topics = config.kafka ? spoolTopics(config.kafka.partitions) : spoolTopics(4, config.batchParallelChunks);
+  if (config.kafka) {
+    await reachBeforeDeadline(() => messageLog.ensureTopics(topics), { dependency: 'Kafka cluster', variable: `KAFKA_BROKERS (${config.kafka.brokers.join(',')})`, deadline, logger });
+  }
+  return { eventStore, blobStore, messageLog, topics };
+}
+
+/** DATA_DIR exists and is writable, or the start stops naming it. */
+export function prepareDataDir(dataDir: string): void {
+  inDataDir(dataDir, () => {
+    makePrivateDirectory(dataDir);
+    accessSync(dataDir, constants.W_OK);
+  });
+}
+
+/** Runs a step that writes under DATA_DIR; a file-system refusal becomes a failure naming DATA_DIR. */
+export function inDataDir<T>(dataDir: string, action: () => T): T {
+  try {
+    return action();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && /^E(ACCES|PERM|NOTDIR|ROFS|NOSPC|EXIST|DQUOT|ISDIR)$/.test(code)) {
+      throw new StartupFailure(`DATA_DIR ${dataDir} cannot be created or written: ${oneLine(error)}`, ExitCode.cannotCreate, { cause: error });
+    }
+    throw error;
+  }
+}

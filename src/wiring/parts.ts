@@ -1,0 +1,173 @@
+import { join } from 'node:path';
+import type Database from 'better-sqlite3';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import { WeightSyncer } from '../../processors/weight-syncer.js';
+import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
+import { BatchesQueries } from '../../projections/batches-projection.js';
+import { FilesQueries } from '../../projections/files-projection.js';
+import { HistoryQueries } from '../../projections/history-projection.js';
+import { JobsQueries } from '../../projections/jobs-projection.js';
+import { Projector } from '../../projections/projector.js';
+import { openReadModelStore } from '../../projections/read-model-store.js';
+import { WeightsQueries } from '../../projections/weights-projection.js';
+import { BatchLifecycle } from '../application/batch-lifecycle.js';
+import { FileRegistry } from '../application/file-registry.js';
+import { DEMO_JOB, readJobDefinitions } from '../application/job-definitions-file.js';
+import { JobRegistry } from '../application/job-registry.js';
+import { LineOutcomeLog } from '../application/line-outcomes.js';
+import { WeightSync } from '../application/weight-sync.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { JobDefinition } from '../domain/job.js';
+import type { Fleet } from '../engine/fleet.js';
+import { openFleet } from '../engine/fleet-config.js';
+import { ExitCode, StartupFailure, asConfigurationFailure } from '../startup-failure.js';
+import type { Adapters } from './adapters.js';
+import { inDataDir } from './adapters.js';
+import type { Lifecycle } from './lifecycle.js';
+
+/** The read models, their queries and the application services: every role but the relay works on them. */
+export interface ApplicationParts {
+  readonly readModels: Database.Database;
+  readonly projector: Projector;
+  readonly filesQueries: FilesQueries;
+  readonly batchesQueries: BatchesQueries;
+  readonly jobsQueries: JobsQueries;
+  readonly weightsQueries: WeightsQueries;
+  readonly history: HistoryQueries;
+  readonly files: FileRegistry;
+  readonly jobs: JobRegistry;
+  readonly batches: BatchLifecycle;
+  readonly outcomes: LineOutcomeLog;
+  readonly weightSync: WeightSync;
+}
+
+/** The engines, for the roles that call them (the API, the validator, inference, the checkpoint processor). */
+export interface FleetParts {
+  readonly fleet: Fleet;
+  readonly weightSyncer: WeightSyncer;
+  /** Health-checks replicas that were left out, so they come back. */
+  startHealthChecks(): void;
+  /**
+   * Built-in replicas go back to the weights of the last completed reload, and follow every
+   * reload the read models see from then on (completed here or in another process).
+   */
+  followReloads(): void;
+}
+
+export interface PartsContext {
+  readonly config: Config;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly adapters: Adapters;
+  readonly lifecycle: Lifecycle;
+  /** A fleet to use instead of the configured one (embedding, tests). */
+  readonly fleet?: Fleet | undefined;
+}
+
+/**
+ * The parts a process's roles ask for. Each is wired on its first request and shared after, so a
+ * process opens only what its roles use (the relay neither, the finalizer no fleet), and what a
+ * role asks for it gets, typed, never maybe.
+ */
+export class ProcessParts {
+  private applicationParts: ApplicationParts | undefined;
+  private fleetParts: Promise<FleetParts> | undefined;
+  private openedFleet: FleetParts | undefined;
+
+  constructor(private readonly context: PartsContext) {}
+
+  application(): ApplicationParts {
+    return (this.applicationParts ??= wireApplication(this.context));
+  }
+
+  fleet(): Promise<FleetParts> {
+    this.fleetParts ??= wireFleet(this.context, this.application()).then((parts) => (this.openedFleet = parts));
+    return this.fleetParts;
+  }
+
+  /** What the roles asked for so far: for the readiness report and the running service. */
+  get opened(): { readonly application: ApplicationParts | undefined; readonly fleet: FleetParts | undefined } {
+    return { application: this.applicationParts, fleet: this.openedFleet };
+  }
+}
+
+function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsContext): ApplicationParts {
+  const { eventStore, blobStore } = adapters;
+  const readModels = inDataDir(config.dataDir, () => openReadModelStore(join(config.dataDir, 'read-models.sqlite')));
+  lifecycle.opened('the read models', () => readModels.close());
+  const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }));
+  lifecycle.opened('the projector', () => projector.stop());
+  const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
+  return {
+    readModels,
+    projector,
+    filesQueries: new FilesQueries(readModels),
+    batchesQueries: new BatchesQueries(readModels, projector),
+    jobsQueries: new JobsQueries(readModels),
+    weightsQueries: new WeightsQueries(readModels),
+    history: new HistoryQueries(readModels, eventStore),
+    files: new FileRegistry({ eventStore, blobStore, projector, clock, log: logger }),
+    jobs,
+    batches: new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger }),
+    outcomes: new LineOutcomeLog(eventStore),
+    weightSync: new WeightSync({ eventStore, projector, clock, log: logger }),
+  };
+}
+
+async function wireFleet(context: PartsContext, application: ApplicationParts): Promise<FleetParts> {
+  const { config, clock, logger, lifecycle } = context;
+  const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(config, logger.child({ component: 'images' }))));
+  lifecycle.opened('the fleet', () => fleet.stop());
+  const weightSyncer = new WeightSyncer({
+    weightSync: application.weightSync,
+    queries: application.weightsQueries,
+    fleet,
+    clock,
+    log: logger.child({ component: 'weight-syncer' }),
+    stagingDir: join(config.dataDir, 'staging'),
+    openSource: async () => {
+      const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
+      return new S3CheckpointSource(createS3Client(config.s3));
+    },
+    retryDelayMs: config.weightSyncRetryMs,
+  });
+  lifecycle.opened('the weight syncer', () => weightSyncer.stop());
+  const restore = () => {
+    try {
+      weightSyncer.restoreServedWeights();
+    } catch (error) {
+      logger.error({ err: error }, 'could not load the last reloaded weights; serving the checkpoints as they were');
+    }
+  };
+  return {
+    fleet,
+    weightSyncer,
+    startHealthChecks: () => fleet.startHealthChecks(config.engine.cooldownMs || 5000),
+    followReloads: () => {
+      restore();
+      application.projector.onApplied((events) => {
+        if (events.some((event) => event.type === 'WeightsReloaded')) restore();
+      });
+    },
+  };
+}
+
+/** JOBS_FILE's definitions, read before anything is opened: a missing or malformed file is a configuration mistake. */
+export function readConfiguredJobs(config: Config): JobDefinition[] {
+  const { jobsFile } = config;
+  return jobsFile ? asConfigurationFailure(() => readJobDefinitions(jobsFile)) : [];
+}
+
+/** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */
+export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, logger: Logger): Promise<void> {
+  for (const job of definitions) {
+    const reserved = await jobs.reserve(job, { correlationId: 'jobs-file' });
+    if (E.isLeft(reserved)) throw new StartupFailure(`JOBS_FILE ${config.jobsFile}, job ${job.job_id}: ${reserved.left.message}`, ExitCode.config);
+  }
+  if (!config.eventStoreUrl && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
+    const reserved = await jobs.reserve(DEMO_JOB, { correlationId: 'demo-job' });
+    if (E.isLeft(reserved)) logger.warn({ reason: reserved.left.message }, 'demo job not reserved');
+  }
+}

@@ -1,0 +1,50 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { SERVICE_VERSION } from '../http/app.js';
+import type { ReadinessReport } from '../http/routes/system.js';
+import type { ProcessParts } from './parts.js';
+import type { Role } from './roles.js';
+import type { Workers } from './workers.js';
+
+/**
+ * The /ready report of a process. Not ready: this process cannot do its job. Degraded: it serves,
+ * but some of the work it accepts waits (a process with the API still takes files and batches while
+ * the relay or the processors are away, or while a model has no healthy replica). Each change of
+ * the report is logged once, with its internal causes.
+ */
+export function readinessReport(context: { roles: ReadonlySet<Role>; config: Config; logger: Logger; parts: ProcessParts; workers: Workers }): () => ReadinessReport {
+  const { roles, config, logger, parts, workers } = context;
+  let lastReported = '';
+  return () => {
+    const { consumers, relay } = workers;
+    const projections = parts.opened.application?.projector.status();
+    const fleet = parts.opened.fleet?.fleet;
+    // Kinds only: paths, bucket names and broker addresses stay in the logs, away from anonymous callers.
+    const details = {
+      version: SERVICE_VERSION,
+      roles: [...roles],
+      event_store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',
+      blob_store: config.blobStore ? 's3' : 'local',
+      message_log: config.kafka ? 'kafka' : 'embedded',
+      projections: { position: projections?.position ?? null },
+      ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled }])) } : {}),
+      ...(relay ? { relay: { relayed: relay.relayed } } : {}),
+    };
+    const notReady: string[] = [];
+    const degraded: string[] = [];
+    const messaging = roles.has('api') ? degraded : notReady;
+    if (projections?.failed) notReady.push('projections failed');
+    else if (projections && !projections.caughtUp) notReady.push('projections are catching up');
+    if (!workers.messagingStarted && (relay || consumers.length > 0)) messaging.push('joining the message log');
+    if (relay?.failure) messaging.push('relay: publishing to the message log is failing');
+    for (const model of fleet?.modelsWithoutHealthyReplica() ?? []) degraded.push(`model ${model}: no healthy replica`);
+    const internal = [projections?.failed && `projections: ${projections.failed}`, relay?.failure && `relay: ${relay.failure}`].filter(Boolean);
+    const report = JSON.stringify({ notReady, degraded, internal });
+    if (report !== lastReported && (notReady.length > 0 || degraded.length > 0 || lastReported !== '')) {
+      lastReported = report;
+      logger.warn({ not_ready: notReady, degraded, causes: internal }, notReady.length > 0 ? 'not ready' : degraded.length > 0 ? 'serving degraded' : 'ready again');
+    }
+    if (notReady.length > 0) return { ready: false, reasons: notReady, degraded, details };
+    return { ready: true, reasons: [], degraded, details };
+  };
+}

@@ -1,0 +1,182 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { BatchExpiryWatch } from '../../processors/batch-expiry-watch.js';
+import { BatchFinalizer } from '../../processors/batch-finalizer.js';
+import { BatchRunner } from '../../processors/batch-runner.js';
+import { BatchValidator } from '../../processors/batch-validator.js';
+import { BlobDebrisSweeper } from '../../processors/blob-debris-sweeper.js';
+import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../../processors/event-relay.js';
+import { FileExpirySweeper } from '../../processors/file-expiry-sweeper.js';
+import { WorkConsumer } from '../../processors/work-consumer.js';
+import { BlobReferences } from '../application/blob-references.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, type WorkMessage } from '../message-log/topics.js';
+import type { Adapters } from './adapters.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { ProcessParts } from './parts.js';
+import type { Role } from './roles.js';
+
+export interface WorkerContext {
+  readonly config: Config;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly adapters: Adapters;
+  readonly parts: ProcessParts;
+  readonly lifecycle: Lifecycle;
+  /** How often the finalizer looks at the clock for batches past expires_at. */
+  readonly expiryCheckMs: number;
+}
+
+/** One processor kind as its consumer runs it. */
+interface Processor {
+  /** Messages of its topic handled at once. */
+  readonly concurrency: number;
+  readonly handle: (message: WorkMessage) => Promise<void>;
+  /** Work of its own that begins with the consumers, once the read models hold the whole log. */
+  readonly start?: () => void;
+}
+
+/** The work table: each processor kind, what it is made of and what it does with its topic's messages. */
+const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Promise<Processor>>> = {
+  validator: async ({ config, clock, logger, adapters, parts }) => {
+    const { batches, batchesQueries } = parts.application();
+    const { fleet } = await parts.fleet();
+    const validator = new BatchValidator({ eventStore: adapters.eventStore, blobStore: adapters.blobStore, batches, engines: fleet, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines });
+    return {
+      concurrency: 2,
+      // The read models hold at least the message's event: a batch they show past validating is
+      // left alone without reading its stream (the embedded relay republishes the whole log at start).
+      handle: (message) => (message.kind === 'validate-batch' && batchesQueries.get(message.batch_id)?.status === 'validating' ? validator.validate(message.batch_id) : Promise.resolve()),
+    };
+  },
+  inference: async ({ config, clock, logger, adapters, parts, lifecycle }) => {
+    const { batches, batchesQueries, outcomes } = parts.application();
+    const { fleet } = await parts.fleet();
+    const runner = new BatchRunner({ blobStore: adapters.blobStore, batches, queries: batchesQueries, outcomes, engines: fleet, clock, log: logger.child({ component: 'batch-runner' }) });
+    // No new line of batch work goes out once a stop begins; lines already sent are waited for and recorded.
+    lifecycle.whenStopBegins(() => runner.stop());
+    lifecycle.reportWhileStopping(() => {
+      const chunks = runner.runningChunks;
+      return chunks > 0 ? `${chunks} batch chunk${chunks === 1 ? '' : 's'} finishing the requests already sent` : undefined;
+    });
+    lifecycle.opened('the batch runner', () => runner.idle());
+    return { concurrency: config.batchParallelChunks, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
+  },
+  finalizer: async ({ clock, logger, parts, lifecycle, expiryCheckMs }) => {
+    const { batches, batchesQueries, outcomes, files } = parts.application();
+    const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
+    // Time is not an event: the finalizers start the expiry of overdue batches.
+    const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
+    lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());
+    return { concurrency: 2, handle: (message) => (message.kind === 'finalize-batch' ? finalizer.finalize(message.batch_id) : Promise.resolve()), start: () => expiryWatch.start() };
+  },
+  checkpoint: async ({ parts }) => {
+    const { weightSyncer } = await parts.fleet();
+    return { concurrency: 2, handle: (message) => (message.kind === 'sync-weights' ? weightSyncer.step(message.model) : Promise.resolve()) };
+  },
+};
+
+/** What runs beside the HTTP API and the processors' handlers: consumers, relay, sweepers. */
+export interface Workers {
+  readonly consumers: readonly WorkConsumer[];
+  readonly relay: EventRelay | undefined;
+  /** The file expiry sweeper, in a process with the API. */
+  readonly sweeper: FileExpirySweeper | undefined;
+  /** The blob debris sweeper, in a process with the API. */
+  readonly debrisSweeper: BlobDebrisSweeper | undefined;
+  /** The consumers joined their groups and the relay publishes. */
+  readonly messagingStarted: boolean;
+  startSweepers(): void;
+  /** Creates the topics, joins the consumer groups and starts the relay, retrying each until it succeeds or the process stops. */
+  startMessaging(): Promise<void>;
+}
+
+/** Wires the workers of the given roles. */
+export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerContext): Promise<Workers> {
+  const { config, logger, adapters, parts, lifecycle } = context;
+  const { eventStore, messageLog, topics } = adapters;
+  const sweepers = roles.has('api') ? wireSweepers(context) : undefined;
+
+  const schemas = new MessageSchemas();
+  const processors: Processor[] = [];
+  const consumers: WorkConsumer[] = [];
+  for (const kind of PROCESSOR_KINDS) {
+    if (!roles.has(kind)) continue;
+    const processor = await PROCESSORS[kind](context);
+    processors.push(processor);
+    const { projector } = parts.application();
+    consumers.push(new WorkConsumer({ kind, messageLog, schemas, eventStore, projector, concurrency: processor.concurrency, log: logger.child({ component: `${kind}-processor` }), handle: processor.handle }));
+  }
+  // One step for all: each consumer finishes and commits what it handles, then leaves its group.
+  if (consumers.length > 0) {
+    lifecycle.opened('the processors', () => Promise.all(consumers.map((consumer) => consumer.stop().catch((error: unknown) => logger.warn({ err: error }, 'consumer did not stop cleanly')))));
+  }
+  const relay = roles.has('relay')
+    ? new EventRelay({
+        eventStore,
+        messageLog,
+        schemas,
+        // The embedded log starts empty at every start, so the relay starts from the beginning too.
+        checkpoint: config.kafka ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
+        log: logger.child({ component: 'relay' }),
+      })
+    : undefined;
+  if (relay) lifecycle.opened('the relay', () => relay.stop());
+
+  let messagingStarted = false;
+  return {
+    consumers,
+    relay,
+    sweeper: sweepers?.sweeper,
+    debrisSweeper: sweepers?.debrisSweeper,
+    get messagingStarted() {
+      return messagingStarted;
+    },
+    startSweepers: () => {
+      sweepers?.sweeper.start();
+      sweepers?.debrisSweeper.start();
+    },
+    startMessaging: async () => {
+      const stopped = () => lifecycle.stopping;
+      // Kafka's topics were made before the start went on; the embedded log's cannot fail.
+      if (!config.kafka) await retryUntil(() => messageLog.ensureTopics(topics), stopped, logger, 'creating the topics');
+      for (const consumer of consumers) await retryUntil(() => consumer.start(), stopped, logger, 'joining a consumer group');
+      if (stopped()) return;
+      relay?.start();
+      for (const processor of processors) processor.start?.();
+      messagingStarted = true;
+    },
+  };
+
+}
+
+/** The API's sweepers: expired files, and what crashes leave in the blob store. */
+function wireSweepers({ config, clock, logger, adapters, parts, lifecycle }: WorkerContext) {
+  const { eventStore, blobStore } = adapters;
+  const { files, filesQueries } = parts.application();
+  const sweeper = new FileExpirySweeper({ files, queries: filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) }, config.fileSweepIntervalSeconds * 1000);
+  lifecycle.opened('the file expiry sweeper', () => sweeper.stop());
+  const debrisSweeper = new BlobDebrisSweeper(
+    { blobStore, references: new BlobReferences({ eventStore, filesQueries }), log: logger.child({ component: 'blob-debris-sweeper' }) },
+    { intervalMs: config.blobSweepIntervalSeconds * 1000, graceMs: config.blobDebrisGraceSeconds * 1000 },
+  );
+  lifecycle.opened('the blob debris sweeper', () => debrisSweeper.stop());
+  return { sweeper, debrisSweeper };
+}
+
+/** Tries a start-up step until it succeeds (a broker may still be starting) or the process stops. */
+async function retryUntil(step: () => Promise<void>, stopped: () => boolean, logger: Logger, what: string): Promise<void> {
+  let delay = 500;
+  for (;;) {
+    if (stopped()) return;
+    try {
+      await step();
+      return;
+    } catch (error) {
+      logger.warn({ err: error, retry_in_ms: delay }, `${what} failed; trying again`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 10_000);
+    }
+  }
+}
