@@ -7,7 +7,7 @@ import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
 import type { Clock } from '../src/clock.js';
 import { isBlank } from '../src/domain/batch-input.js';
 import { runsLines, stoppingCode } from '../src/domain/batch.js';
-import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
+import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
 import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { physicalLines } from './jsonl-lines.js';
@@ -143,6 +143,7 @@ export class BatchRunner {
         // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
         // this process is stopping) again once admitted.
         withdraw: () => this.stopping || Boolean(stopped()),
+        ...lineUrgency(batch),
       });
       const usage = usageOf(response.body);
       if (response.statusCode < 400) {
@@ -167,6 +168,16 @@ export class BatchRunner {
   private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {
     await this.deps.batches.run(batch.id, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors: [{ code, line: null, message, param: null }] }, { correlationId: CORRELATION });
   }
+}
+
+/**
+ * How the fleet schedules a line: by its batch's deadline, shared fairly between jobs; a batch
+ * with no deadline (its job's SLA is none) runs on capacity nobody else wants.
+ */
+function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey'> {
+  return batch.expires_at === null
+    ? { serviceClass: 'background', fairnessKey: batch.job_id }
+    : { serviceClass: 'batch', deadline: batch.expires_at * 1000, fairnessKey: batch.job_id };
 }
 
 function failed(base: { batch_id: string; line: number; custom_id: string }, code: string, message: string): LineOutcome {

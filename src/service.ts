@@ -336,17 +336,17 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     void caughtUp.then(async () => {
       if (closed) return;
       if (parts?.weightSyncer) {
-        const restore = () => {
+        const restore = async () => {
           try {
-            parts.weightSyncer!.restoreServedWeights();
+            await parts.weightSyncer!.restoreServedWeights();
           } catch (error) {
             logger.error({ err: error }, 'could not load the last reloaded weights; serving the checkpoints as they were');
           }
         };
-        restore();
+        await restore();
         // A reload completed by the checkpoint processor, here or in another process.
         projector?.onApplied((events) => {
-          if (events.some((event) => event.type === 'WeightsReloaded')) restore();
+          if (events.some((event) => event.type === 'WeightsReloaded')) void restore();
         });
       }
       await startMessaging();
