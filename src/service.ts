@@ -46,7 +46,7 @@ import { SERVICE_VERSION, buildHealthApp, buildHttpApp } from './http/app.js';
 import type { ReadinessReport } from './http/routes/system.js';
 import { EmbeddedMessageLog } from './message-log/embedded-message-log.js';
 import type { MessageLog } from './message-log/message-log.js';
-import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, type WorkMessage, spoolTopics } from './message-log/topics.js';
+import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type WorkMessage, spoolTopics } from './message-log/topics.js';
 import { ExitCode, StartupFailure, oneLine } from './startup-failure.js';
 import { type StartupDeadline, reachBeforeDeadline } from './startup-retry.js';
 
@@ -177,7 +177,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     finalizer: parts && ((message) => (message.kind === 'finalize-batch' ? parts.finalizer.finalize(message.batch_id) : Promise.resolve())),
     checkpoint: parts?.weightSyncer && ((message) => (message.kind === 'sync-weights' ? parts.weightSyncer!.step(message.model) : Promise.resolve())),
   };
-  const concurrency: Record<ProcessorKind, number> = { validator: 2, inference: config.batchParallelChunks, finalizer: 2, checkpoint: 2 };
+  // Every inference partition is held at once: the batch runner, not the order of messages,
+  // chooses which chunks run (BATCH_PARALLEL_CHUNKS of them, by deadline).
+  const inferencePartitions = topics.find((topic) => topic.topic === WORK_TOPICS.inference)!.partitions;
+  const concurrency: Record<ProcessorKind, number> = { validator: 2, inference: inferencePartitions, finalizer: 2, checkpoint: 2 };
   for (const kind of PROCESSOR_KINDS) {
     const handle = work[kind];
     if (!has(kind) || !handle || !projector) continue;
@@ -384,7 +387,7 @@ function wireParts(deps: {
   const history = new HistoryQueries(readModels, eventStore);
   const engines = fleet ?? noEngines;
   const validator = new BatchValidator({ eventStore, blobStore, batches, engines, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines });
-  const runner = new BatchRunner({ blobStore, batches, queries: batchesQueries, outcomes, engines, clock, log: logger.child({ component: 'batch-runner' }) });
+  const runner = new BatchRunner({ blobStore, batches, queries: batchesQueries, outcomes, engines, clock, log: logger.child({ component: 'batch-runner' }), parallelChunks: config.batchParallelChunks });
   const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
   const weightSync = new WeightSync({ eventStore, projector, clock, log: logger });
   const weightSyncer = fleet
