@@ -7,9 +7,10 @@ import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
 import type { Clock } from '../src/clock.js';
 import { isBlank } from '../src/domain/batch-input.js';
 import { runsLines, stoppingCode } from '../src/domain/batch.js';
-import { type EngineDirectory, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
+import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
 import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
+import { ChunkAdmission } from '../src/engine/chunk-admission.js';
 import { physicalLines } from './jsonl-lines.js';
 
 const CORRELATION = 'batch-runner';
@@ -35,6 +36,7 @@ export class ChunkInterruptedError extends Error {
  */
 export class BatchRunner {
   private readonly running = new Map<string, Promise<void>>();
+  private readonly admission: ChunkAdmission;
   private stopping = false;
 
   constructor(
@@ -46,8 +48,12 @@ export class BatchRunner {
       engines: EngineDirectory;
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
+      /** Chunks run at once (BATCH_PARALLEL_CHUNKS); more are held, and started by deadline. */
+      parallelChunks?: number;
     },
-  ) {}
+  ) {
+    this.admission = new ChunkAdmission({ parallel: deps.parallelChunks ?? 8 });
+  }
 
   /**
    * Runs the lines of one chunk that have no outcome yet; resolves once each has one. A chunk
@@ -60,14 +66,26 @@ export class BatchRunner {
     const key = chunkKey(chunk);
     const running = this.running.get(key);
     if (running) return running;
-    const run = this.runChunk(chunk).finally(() => this.running.delete(key));
+    const run = this.whenAdmitted(chunk).finally(() => this.running.delete(key));
     this.running.set(key, run);
     return run;
   }
 
+  /** Runs the chunk once ChunkAdmission lets it start: held chunks start by deadline, not arrival. */
+  private async whenAdmitted(chunk: ChunkRow): Promise<void> {
+    const batch = this.deps.queries.get(chunk.batch_id);
+    if (!batch) return;
+    const release = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.job_id });
+    try {
+      await this.runChunk(chunk);
+    } finally {
+      release();
+    }
+  }
+
   /** Chunks running now (for a stop that says what it waits for). */
   get runningChunks(): number {
-    return this.running.size;
+    return this.admission.counts.running;
   }
 
   /**
@@ -76,6 +94,7 @@ export class BatchRunner {
    */
   stop(): void {
     this.stopping = true;
+    this.admission.dropHeld(new ChunkInterruptedError('not started: stopping'));
   }
 
   /** Resolves when no chunk is running (shutdown). */
@@ -143,6 +162,7 @@ export class BatchRunner {
         // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
         // this process is stopping) again once admitted.
         withdraw: () => this.stopping || Boolean(stopped()),
+        ...lineUrgency(batch),
       });
       const usage = usageOf(response.body);
       if (response.statusCode < 400) {
@@ -167,6 +187,16 @@ export class BatchRunner {
   private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {
     await this.deps.batches.run(batch.id, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors: [{ code, line: null, message, param: null }] }, { correlationId: CORRELATION });
   }
+}
+
+/**
+ * How the fleet schedules a line: by its batch's deadline, shared fairly between jobs; a batch
+ * with no deadline (its job's SLA is none) runs on capacity nobody else wants.
+ */
+function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey'> {
+  return batch.expires_at === null
+    ? { serviceClass: 'background', fairnessKey: batch.job_id }
+    : { serviceClass: 'batch', deadline: batch.expires_at * 1000, fairnessKey: batch.job_id };
 }
 
 function failed(base: { batch_id: string; line: number; custom_id: string }, code: string, message: string): LineOutcome {

@@ -4,10 +4,9 @@ import type { WeightSync } from '../src/application/weight-sync.js';
 import type { Clock } from '../src/clock.js';
 import { hotSwapDifferences, rejectionReasons } from '../src/domain/checkpoint-compatibility.js';
 import { parseCheckpointLocation } from '../src/domain/weight-sync.js';
-import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
-import { Transformer } from '../src/engine/builtin/transformer.js';
 import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';
-import { BuiltinReplica, type Fleet, HttpReplica, type ReplicaPool } from '../src/engine/fleet.js';
+import type { Fleet } from '../src/engine/fleet.js';
+import type { ReplicaPool } from '../src/engine/replica-pool.js';
 import { deterministicUuid } from '../src/domain/derived-ids.js';
 import type { WeightSyncRow, WeightsQueries } from '../projections/weights-projection.js';
 
@@ -66,18 +65,18 @@ export class WeightSyncer {
   }
 
   /**
-   * Built-in replicas serve what the last completed reload put on them: after a restart, and in
-   * every process that serves a model when the checkpoint processor (maybe another process)
-   * completes a reload. The staged folder must then be visible to them at the same path.
+   * Replicas whose weights live in this process serve what the last completed reload put on
+   * them: after a restart, and in every process that serves a model when the checkpoint processor
+   * (maybe another process) completes a reload. The staged folder must then be visible to them at
+   * the same path.
    */
-  restoreServedWeights(): void {
+  async restoreServedWeights(): Promise<void> {
     for (const row of this.deps.queries.all()) {
       if (!row.serving_path || this.servedPaths.get(row.model) === row.serving_path) continue;
       const pool = this.deps.fleet.engineFor(row.model);
-      const builtins = pool?.replicas.filter((replica): replica is BuiltinReplica => replica instanceof BuiltinReplica) ?? [];
-      if (builtins.length === 0) continue;
-      const model = new Transformer(loadCheckpoint(row.serving_path));
-      for (const replica of builtins) replica.swap(model, row.serving_location ?? row.serving_path);
+      const inProcess = pool?.replicas.filter((replica) => replica.weightsInProcess) ?? [];
+      if (inProcess.length === 0) continue;
+      for (const replica of inProcess) await replica.reload({ path: row.serving_path, location: row.serving_location ?? row.serving_path });
       this.servedPaths.set(row.model, row.serving_path);
     }
   }
@@ -129,17 +128,11 @@ export class WeightSyncer {
     if (!state.staged) return;
     const staged = state.staged;
     try {
-      // Rolling: one replica at a time, so the others serve while it swaps. A built-in replica
-      // swaps in place: requests running on it finish on the old weights.
-      let model: Transformer | undefined;
+      // Rolling: one replica at a time, so the others serve while it swaps. Requests running on
+      // a replica finish on the old weights.
       for (const replica of pool.replicas) {
-        if (replica instanceof BuiltinReplica) {
-          model ??= new Transformer(loadCheckpoint(staged.path));
-          replica.swap(model, staged.location);
-          this.servedPaths.set(row.model, staged.path);
-        } else if (replica instanceof HttpReplica) {
-          await replica.reloadWeights(staged.path);
-        }
+        await replica.reload({ path: staged.path, location: staged.location });
+        if (replica.weightsInProcess) this.servedPaths.set(row.model, staged.path);
         await this.deps.weightSync.record(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
       }
       // Ready only once a request through the normal inference path is answered.
@@ -158,6 +151,5 @@ export class WeightSyncer {
  * the manifest of the last checkpoint synced onto the model is the reference, if there is one).
  */
 function servingManifest(pool: ReplicaPool) {
-  const builtin = pool.replicas.find((replica): replica is BuiltinReplica => replica instanceof BuiltinReplica);
-  return builtin?.engine.manifest;
+  return pool.replicas.find((replica) => replica.servedManifest)?.servedManifest;
 }

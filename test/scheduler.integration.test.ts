@@ -48,7 +48,7 @@ async function submit(client: OpenAI, label: string, count: number, jobId: strin
 /** Stops a batch the test no longer needs, unless it has already ended. */
 async function cancelIfRunning(client: OpenAI, batchId: string): Promise<void> {
   const batch = await client.batches.retrieve(batchId);
-  if (batch.status === 'validating' || batch.status === 'in_progress') await cancelIfRunning(client, batchId);
+  if (batch.status === 'validating' || batch.status === 'in_progress') await client.batches.cancel(batchId);
 }
 
 async function reserve(url: string, jobId: string, sla: string): Promise<void> {
@@ -123,13 +123,11 @@ describe('the fleet scheduler on the embedded default, the upstream simulator as
     if (simulator) await stop(simulator.child);
   });
 
-  // enabled when the scheduler is wired (lead)
-  it.skip('an interactive request overtakes the batch lines queued before it', async () => {
+  it('an interactive request overtakes the batch lines queued before it', async () => {
     await interactiveOvertakesBatch(service.url, client, simulator, 'embedded-i');
   }, 60_000);
 
-  // enabled when the scheduler is wired (lead)
-  it.skip("a tight batch's lines start before the remaining lines of a loose batch created earlier", async () => {
+  it("a tight batch's lines start before the remaining lines of a loose batch created earlier", async () => {
     await tightOvertakesLoose(service.url, client, simulator, 'embedded-ii');
   }, 120_000);
 });

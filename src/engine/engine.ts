@@ -2,6 +2,7 @@
 // replica pools (fleet.ts) implement it, each balancing built-in CPU replicas (builtin/) or
 // OpenAI-compatible HTTP servers (vLLM, SGLang, llama.cpp, OpenAI itself).
 import { type Usage, ZERO_USAGE } from '../domain/line-outcome.js';
+import type { ServiceClass } from './urgency.js';
 
 export interface EngineRequest {
   /** The OpenAI path, e.g. /v1/chat/completions. */
@@ -13,6 +14,12 @@ export interface EngineRequest {
    * (RequestWithdrawnError). A request may wait a while for a free slot; the world may change.
    */
   readonly withdraw?: () => boolean;
+  /** interactive (the default): someone waits on the answer; batch: a batch line; background: a job with sla none. */
+  readonly serviceClass?: ServiceClass;
+  /** Batch work: epoch ms it is due by (its batch's expires_at). */
+  readonly deadline?: number;
+  /** Batch and background work: equally urgent keys (jobs) share capacity fairly. */
+  readonly fairnessKey?: string;
 }
 
 export class RequestWithdrawnError extends Error {

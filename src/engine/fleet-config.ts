@@ -5,7 +5,10 @@ import type { Config } from '../config.js';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
-import { BuiltinReplica, Fleet, HttpReplica, type Replica, ReplicaPool } from './fleet.js';
+import { Fleet } from './fleet.js';
+import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
+import { BuiltinReplica, type Replica, sharedWeights } from './replica.js';
+import { ReplicaPool } from './replica-pool.js';
 import { ImageResolver } from './image-resolver.js';
 import { PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE } from '../private-files.js';
 import { readJsonFile } from '../schemas.js';
@@ -22,6 +25,10 @@ export interface ReplicaSpec {
   readonly api_key?: string;
   readonly concurrency?: number;
   readonly timeout_seconds?: number;
+  /** vllm, sglang: send each request's urgency in the server's priority field. */
+  readonly priority_hints?: boolean | 'low_values_first';
+  /** vllm, sglang: the server's Prometheus metrics, e.g. http://10.0.0.5:8000/metrics. */
+  readonly metrics_url?: string;
 }
 
 export interface FleetSpec {
@@ -55,6 +62,8 @@ const FLEET_SCHEMA = {
                 api_key: { type: 'string' },
                 concurrency: { type: 'integer', minimum: 1, maximum: 4096 },
                 timeout_seconds: { type: 'integer', minimum: 1, maximum: 86400 },
+                priority_hints: { enum: [true, false, 'low_values_first'] },
+                metrics_url: { type: 'string', pattern: '^https?://' },
               },
               if: { properties: { kind: { const: 'builtin' } } },
               then: { not: { required: ['base_url'] } },
@@ -78,7 +87,7 @@ function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: 
     // Generated under DATA_DIR, so private like everything else there.
     createCheckpoint(checkpoint, DEFAULT_CHECKPOINT, { directory: PRIVATE_DIRECTORY_MODE, file: PRIVATE_FILE_MODE });
   }
-  return new Transformer(loadCheckpoint(checkpoint));
+  return sharedWeights(checkpoint);
 }
 
 /**
@@ -100,24 +109,25 @@ export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Pro
     },
     log,
   );
-  const http = (id: string, kind: 'vllm' | 'sglang' | 'openai', baseUrl: string, apiKey: string | undefined, timeoutMs: number) =>
-    new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}) });
+  const http = (id: string, kind: 'vllm' | 'sglang' | 'openai', baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
+    new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}), ...extra });
 
   const pools = new Map<string, ReplicaPool>();
-  // Replicas on one folder share its (read-only) weights: loaded once, each replica swaps on its own.
-  const loaded = new Map<string, Transformer>();
   for (const [model, { replicas }] of Object.entries(spec.models)) {
     const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
       const id = `${model}/${index}`;
       if (replica.kind === 'builtin') {
         const explicit = replica.checkpoint !== undefined;
         const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(config.dataDir, 'checkpoints', model);
-        let weights = loaded.get(checkpoint);
-        if (!weights) loaded.set(checkpoint, (weights = loadBuiltinModel(model, checkpoint, !explicit)));
+        // Replicas on one folder share its (read-only) weights; each replica swaps on its own.
+        const weights = loadBuiltinModel(model, checkpoint, !explicit);
         return { replica: new BuiltinReplica(id, new BuiltinEngine(weights, model), checkpoint), concurrency: replica.concurrency ?? 2 };
       }
       return {
-        replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? config.engine.apiKey, (replica.timeout_seconds ?? config.engine.timeoutMs / 1000) * 1000),
+        replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? config.engine.apiKey, (replica.timeout_seconds ?? config.engine.timeoutMs / 1000) * 1000, {
+          ...(replica.priority_hints ? { priorityHints: replica.priority_hints } : {}),
+          ...(replica.metrics_url ? { metricsUrl: replica.metrics_url } : {}),
+        }),
         concurrency: replica.concurrency ?? config.engine.concurrency,
       };
     });

@@ -53,7 +53,7 @@ export interface FleetParts {
    * Built-in replicas go back to the weights of the last completed reload, and follow every
    * reload the read models see from then on (completed here or in another process).
    */
-  followReloads(): void;
+  followReloads(): Promise<void>;
 }
 
 export interface PartsContext {
@@ -134,9 +134,9 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
     retryDelayMs: config.weightSyncRetryMs,
   });
   lifecycle.opened('the weight syncer', () => weightSyncer.stop());
-  const restore = () => {
+  const restore = async () => {
     try {
-      weightSyncer.restoreServedWeights();
+      await weightSyncer.restoreServedWeights();
     } catch (error) {
       logger.error({ err: error }, 'could not load the last reloaded weights; serving the checkpoints as they were');
     }
@@ -145,10 +145,10 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
     fleet,
     weightSyncer,
     startHealthChecks: () => fleet.startHealthChecks(config.engine.cooldownMs || 5000),
-    followReloads: () => {
-      restore();
+    followReloads: async () => {
+      await restore();
       application.projector.onApplied((events) => {
-        if (events.some((event) => event.type === 'WeightsReloaded')) restore();
+        if (events.some((event) => event.type === 'WeightsReloaded')) void restore();
       });
     },
   };

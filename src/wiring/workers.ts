@@ -11,7 +11,7 @@ import { WorkConsumer } from '../../processors/work-consumer.js';
 import { BlobReferences } from '../application/blob-references.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
-import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, type WorkMessage } from '../message-log/topics.js';
+import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../message-log/topics.js';
 import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { ProcessParts } from './parts.js';
@@ -53,7 +53,16 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
   inference: async ({ config, clock, logger, adapters, parts, lifecycle }) => {
     const { batches, batchesQueries, outcomes } = parts.application();
     const { fleet } = await parts.fleet();
-    const runner = new BatchRunner({ blobStore: adapters.blobStore, batches, queries: batchesQueries, outcomes, engines: fleet, clock, log: logger.child({ component: 'batch-runner' }) });
+    const runner = new BatchRunner({
+      blobStore: adapters.blobStore,
+      batches,
+      queries: batchesQueries,
+      outcomes,
+      engines: fleet,
+      clock,
+      log: logger.child({ component: 'batch-runner' }),
+      parallelChunks: config.batchParallelChunks,
+    });
     // No new line of batch work goes out once a stop begins; lines already sent are waited for and recorded.
     lifecycle.whenStopBegins(() => runner.stop());
     lifecycle.reportWhileStopping(() => {
@@ -61,7 +70,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       return chunks > 0 ? `${chunks} batch chunk${chunks === 1 ? '' : 's'} finishing the requests already sent` : undefined;
     });
     lifecycle.opened('the batch runner', () => runner.idle());
-    return { concurrency: config.batchParallelChunks, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
+    // Every inference partition is held at once: the batch runner, not the order of messages,
+    // chooses which chunks run (BATCH_PARALLEL_CHUNKS of them, by deadline).
+    const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
+    return { concurrency: partitions, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
   finalizer: async ({ clock, logger, parts, lifecycle, expiryCheckMs }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();

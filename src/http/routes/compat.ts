@@ -84,7 +84,7 @@ async function serve(fleet: Fleet, endpoint: string, request: FastifyRequest, re
   });
   const sse = streaming ? new SseWriter(reply, endpoint, model, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true) : undefined;
   try {
-    const response = await pool.infer({ endpoint, body, signal: abort.signal }, sse ? (delta) => sse.delta(delta) : undefined);
+    const response = await pool.infer({ endpoint, body, signal: abort.signal, serviceClass: 'interactive' }, sse ? (delta) => sse.delta(delta) : undefined);
     if (sse && response.statusCode < 400) {
       sse.finish(response.body);
       return reply;

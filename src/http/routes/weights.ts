@@ -3,7 +3,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { WeightSync } from '../../application/weight-sync.js';
 import type { Rejection } from '../../domain/rejection.js';
 import { MAX_SYNC_ATTEMPTS } from '../../domain/weight-sync.js';
-import { BuiltinReplica, type Fleet, HttpReplica } from '../../engine/fleet.js';
+import type { Fleet } from '../../engine/fleet.js';
 import type { WeightsQueries } from '../../../projections/weights-projection.js';
 import { ApiError, fromRejection } from '../api-error.js';
 import { httpSchema } from '../../schemas.js';
@@ -88,7 +88,7 @@ export function registerWeightRoutes(app: FastifyInstance, deps: WeightRouteDeps
       replicas: (pool?.replicas ?? []).map((replica) => ({
         id: replica.id,
         kind: replica.kind,
-        checkpoint: replica instanceof BuiltinReplica ? replica.checkpoint : replica instanceof HttpReplica ? replica.baseUrl : null,
+        checkpoint: replica.servedCheckpoint,
         reloaded_at: reloaded.get(replica.id)?.reloaded_at ?? null,
       })),
     };

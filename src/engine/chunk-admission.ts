@@ -1,0 +1,96 @@
+import { LEAST_URGENT, urgencyLevel } from './urgency.js';
+
+/** A chunk of batch lines held by an inference processor, by how it is scheduled. */
+export interface HeldChunk {
+  /** Epoch ms its batch is due by; undefined: no deadline (background). */
+  readonly deadline?: number;
+  /** Its job: equally urgent jobs share the chunks run at once. */
+  readonly fairnessKey: string;
+}
+
+export interface ChunkAdmissionSettings {
+  /** Chunks run at once (BATCH_PARALLEL_CHUNKS). */
+  readonly parallel: number;
+  /** The urgency scale's first step (see urgencyLevel). */
+  readonly urgencyUnitMs?: number;
+}
+
+/**
+ * Which held chunk to start next, or undefined to start none now. Pure.
+ *
+ * Chunks run up to `parallel` at once. The next is the most urgent (its batch's deadline, on the
+ * scheduler's urgency scale), equally urgent ones going to the job with the fewest chunks
+ * running, then in arrival order. A chunk more urgent than every chunk running starts even past
+ * `parallel` (up to twice it): a tight batch created behind a loose one must not wait for the
+ * loose chunks ahead of it to finish, and the engines' scheduler then puts its lines first.
+ */
+export function nextChunk(held: readonly HeldChunk[], running: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings): number | undefined {
+  if (held.length === 0 || running.length >= 2 * settings.parallel) return undefined;
+  const level = (chunk: HeldChunk) => (chunk.deadline === undefined ? LEAST_URGENT : urgencyLevel(chunk.deadline, now, settings.urgencyUnitMs));
+  const runningPerKey = new Map<string, number>();
+  for (const chunk of running) runningPerKey.set(chunk.fairnessKey, (runningPerKey.get(chunk.fairnessKey) ?? 0) + 1);
+  let best = 0;
+  for (let index = 1; index < held.length; index++) {
+    const candidate = held[index]!;
+    const current = held[best]!;
+    const byLevel = level(candidate) - level(current);
+    const byShare = (runningPerKey.get(candidate.fairnessKey) ?? 0) - (runningPerKey.get(current.fairnessKey) ?? 0);
+    if (byLevel < 0 || (byLevel === 0 && byShare < 0)) best = index;
+  }
+  if (running.length < settings.parallel) return best;
+  const leastUrgentRunning = Math.max(...running.map(level));
+  return level(held[best]!) < leastUrgentRunning ? best : undefined;
+}
+
+/** The chunks an inference processor holds, started by nextChunk as others finish. */
+export class ChunkAdmission {
+  private readonly held: Array<{ readonly chunk: HeldChunk; start(running: HeldChunk): void; drop(reason: Error): void }> = [];
+  private readonly running: HeldChunk[] = [];
+
+  constructor(
+    private readonly settings: ChunkAdmissionSettings,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Resolves once the chunk may start; call the returned release when it is over. */
+  async admit(chunk: HeldChunk): Promise<() => void> {
+    const entry = await new Promise<HeldChunk>((resolve, reject) => {
+      this.held.push({ chunk, start: resolve, drop: reject });
+      this.startWhatMay();
+    });
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.running.splice(this.running.indexOf(entry), 1);
+      this.startWhatMay();
+    };
+  }
+
+  /** Every chunk still waiting to start is given up: its admit() rejects with `reason`. */
+  dropHeld(reason: Error): void {
+    for (const entry of this.held.splice(0)) entry.drop(reason);
+  }
+
+  /** Chunks waiting to start, and running. */
+  get counts(): { held: number; running: number } {
+    return { held: this.held.length, running: this.running.length };
+  }
+
+  private startWhatMay(): void {
+    for (;;) {
+      const index = nextChunk(
+        this.held.map((entry) => entry.chunk),
+        this.running,
+        this.now(),
+        this.settings,
+      );
+      if (index === undefined) return;
+      const [chosen] = this.held.splice(index, 1);
+      // A started chunk counts as running from now, though its admit() resumes a tick later.
+      const running = { ...chosen!.chunk };
+      this.running.push(running);
+      chosen!.start(running);
+    }
+  }
+}

@@ -1,0 +1,205 @@
+import { AdaptiveConcurrency, type RequestOutcome } from './adaptive-concurrency.js';
+import type { TextDelta } from './builtin/builtin-engine.js';
+import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
+import { ImageFetchError, type ImageResolver } from './image-resolver.js';
+import type { Replica } from './replica.js';
+import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduler.js';
+
+export interface PoolSettings {
+  readonly maxAttempts: number;
+  readonly backoffMs: number;
+  /** How long a failed replica is left out before it is tried again. */
+  readonly cooldownMs: number;
+  /**
+   * Learn each replica's useful concurrency from its answers, up to its configured concurrency
+   * (a ceiling then). false: always the configured concurrency.
+   */
+  readonly learnCapacity?: boolean;
+}
+
+interface Member {
+  readonly replica: Replica;
+  readonly capacity: AdaptiveConcurrency;
+  /** The configured concurrency, used as is when capacity is not learned. */
+  readonly ceiling: number;
+  downUntil: number;
+  failures: number;
+}
+
+/** A request waiting in the scheduler for a slot. */
+interface Waiting extends WorkItem {
+  admit(replica: string): void;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const overloaded = (status: number) => status === 429 || status === 503;
+const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
+
+/**
+ * The replicas of one model, behind one scheduler (scheduler.ts): interactive requests before
+ * batch lines, batch lines by deadline and fair between jobs, background work last, and batch
+ * work kept below capacity by a headroom that follows the interactive load. Each replica's
+ * capacity is learned from its answers (adaptive-concurrency.ts), its configured concurrency a
+ * ceiling. A replica that gives no answer, or keeps answering 5xx, is left out for a while and
+ * health-checked back in; transient failures are retried on the others with backoff.
+ */
+export class ReplicaPool implements InferenceEngine {
+  readonly description: string;
+  private readonly members: Member[];
+  private readonly scheduler = new FleetScheduler<Waiting>();
+  private nextId = 0;
+
+  constructor(
+    readonly model: string,
+    replicas: ReadonlyArray<{ replica: Replica; concurrency: number }>,
+    private readonly settings: PoolSettings,
+    private readonly images?: ImageResolver,
+  ) {
+    if (replicas.length === 0) throw new Error(`model ${model} has no replica`);
+    this.members = replicas.map(({ replica, concurrency }) => ({
+      replica,
+      // The built-in model runs on this process's event loop: its concurrency is what it is told.
+      capacity: new AdaptiveConcurrency({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) }),
+      ceiling: concurrency,
+      downUntil: 0,
+      failures: 0,
+    }));
+    this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
+  }
+
+  get replicas(): Replica[] {
+    return this.members.map((member) => member.replica);
+  }
+
+  /** Replicas' load, limits and health, for status reports and tests. */
+  state(): Array<{ id: string; inFlight: number; waiting: number; limit: number; healthy: boolean }> {
+    const now = Date.now();
+    const queued = this.scheduler.queued();
+    const waiting = queued.interactive + queued.batch + queued.background;
+    return this.members.map((member) => {
+      const counts = this.scheduler.inFlight(member.replica.id);
+      return { id: member.replica.id, inFlight: counts.interactive + counts.batch + counts.background, waiting, limit: this.limitOf(member), healthy: member.downUntil <= now };
+    });
+  }
+
+  /** Requests waiting and in flight, by service class. */
+  load() {
+    return { queued: this.scheduler.queued(), inFlight: this.scheduler.inFlight() };
+  }
+
+  async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    const avoid = new Set<string>();
+    let lastResponse: EngineResponse | undefined;
+    let lastError = 'no attempt made';
+    for (let attempt = 1; attempt <= this.settings.maxAttempts; attempt++) {
+      const { id, member } = await this.slot(request, avoid);
+      avoid.add(member.replica.id);
+      const counts = this.scheduler.inFlight(member.replica.id);
+      const inFlight = counts.interactive + counts.batch + counts.background;
+      const startedAt = Date.now();
+      let outcome: RequestOutcome = 'failed';
+      let answered = false;
+      let retryAfterMs: number | undefined;
+      try {
+        if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
+        // Images are fetched only once the request holds a slot, and again on each attempt:
+        // requests waiting for a slot (or backing off) hold no image in memory.
+        const resolved = this.images ? await this.images.resolve(request.body) : request.body;
+        const priority = member.replica.priorityFields({ serviceClass: request.serviceClass ?? 'interactive', ...(request.deadline !== undefined ? { deadline: request.deadline } : {}) }, startedAt);
+        const body = priority ? { ...resolved, ...priority } : resolved;
+        const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta);
+        answered = true;
+        outcome = overloaded(response.statusCode) ? 'overloaded' : 'answered';
+        if (!transient(response)) {
+          member.failures = 0;
+          return response;
+        }
+        this.failed(member, false);
+        lastResponse = response;
+        lastError = `${member.replica.id} answered ${response.statusCode}`;
+        retryAfterMs = (response as { retryAfterMs?: number }).retryAfterMs;
+      } catch (error) {
+        if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
+        if (error instanceof Error && error.name === 'TimeoutError') outcome = 'timeout';
+        this.failed(member, true);
+        lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
+      } finally {
+        this.scheduler.complete(id, answered);
+        member.capacity.record({ startedAt, latencyMs: Date.now() - startedAt, outcome, inFlight });
+        this.dispatch();
+      }
+      if (attempt < this.settings.maxAttempts) {
+        const backoff = Math.min(10_000, this.settings.backoffMs * 2 ** (attempt - 1));
+        await sleep(retryAfterMs ?? backoff * (0.5 + Math.random() / 2));
+      }
+    }
+    if (lastResponse) return lastResponse;
+    // The message reaches callers (batch error files are readable without a credential): it names
+    // no replica, address or connection error. Those go in `detail`, for the logs.
+    const model = typeof request.body.model === 'string' ? request.body.model : this.model;
+    throw new EngineUnavailableError(`No engine answered for model ${JSON.stringify(model)} after ${this.settings.maxAttempts} attempts`, undefined, lastError);
+  }
+
+  /** Waits until the scheduler gives the request a slot; a caller that gives up leaves the queue. */
+  private slot(request: EngineRequest, avoid: ReadonlySet<string>): Promise<{ id: string; member: Member }> {
+    const id = String(this.nextId++);
+    return new Promise((resolve, reject) => {
+      const signal = request.signal;
+      const onAbort = () => {
+        if (this.scheduler.withdraw(id)) reject(signal?.reason ?? new RequestWithdrawnError('the caller went away'));
+      };
+      const waiting: Waiting = {
+        id,
+        serviceClass: request.serviceClass ?? 'interactive',
+        ...(request.deadline !== undefined ? { deadline: request.deadline } : {}),
+        ...(request.fairnessKey !== undefined ? { fairnessKey: request.fairnessKey } : {}),
+        ...(avoid.size > 0 ? { avoid: new Set(avoid) } : {}),
+        admit: (replica) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve({ id, member: this.members.find((member) => member.replica.id === replica)! });
+        },
+      };
+      if (signal?.aborted) return reject(signal.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.scheduler.enqueue(waiting);
+      this.dispatch();
+    });
+  }
+
+  /** Starts whatever the scheduler admits now. */
+  private dispatch(): void {
+    for (const { work, replica } of this.scheduler.admit(this.capacities())) work.admit(replica);
+  }
+
+  private capacities(): ReplicaCapacity[] {
+    const now = Date.now();
+    const anyHealthy = this.members.some((member) => member.downUntil <= now);
+    // With every replica left out, they are all tried again rather than none.
+    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member), available: !anyHealthy || member.downUntil <= now }));
+  }
+
+  private limitOf(member: Member): number {
+    return this.settings.learnCapacity === false ? member.ceiling : member.capacity.limit;
+  }
+
+  private failed(member: Member, unreachable: boolean): void {
+    member.failures += 1;
+    if (unreachable || member.failures >= 3) member.downUntil = Date.now() + this.settings.cooldownMs;
+  }
+
+  /** Brings back replicas that answer their health check, and reads the load of those that publish it. */
+  async checkHealth(): Promise<void> {
+    const now = Date.now();
+    await Promise.all(
+      this.members.map(async (member) => {
+        if (member.downUntil > now && (await member.replica.health())) {
+          member.downUntil = 0;
+          member.failures = 0;
+        }
+        const load = await member.replica.load?.();
+        if (load) member.capacity.observeLoad(load, Date.now());
+      }),
+    );
+    this.dispatch();
+  }
+}

@@ -1,0 +1,99 @@
+import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
+import type { BuiltinEngine, TextDelta } from './builtin/builtin-engine.js';
+import { loadCheckpoint } from './builtin/checkpoint.js';
+import { Transformer } from './builtin/transformer.js';
+import type { EngineRequest, EngineResponse } from './engine.js';
+import type { EngineLoad } from './engine-load-metrics.js';
+import type { ServiceClass } from './urgency.js';
+
+export type ReplicaKind = 'builtin' | 'vllm' | 'sglang' | 'openai';
+
+/** A checkpoint staged for a reload: the folder it is in, and where it was synced from. */
+export interface StagedWeights {
+  readonly path: string;
+  readonly location: string;
+}
+
+/** How urgent a request is, for replicas that schedule by priority. */
+export interface Urgency {
+  readonly serviceClass: ServiceClass;
+  /** Epoch ms; batch work only. */
+  readonly deadline?: number;
+}
+
+/** One server (or the in-process model) that serves a model. send() is a single attempt. */
+export interface Replica {
+  readonly id: string;
+  readonly kind: ReplicaKind;
+  readonly description: string;
+  /** What it serves: a checkpoint folder or the s3:// location it was synced from; a server's base URL. */
+  readonly servedCheckpoint: string;
+  /** The served weights' manifest where this process holds them; undefined for a server. */
+  readonly servedManifest: CheckpointManifest | undefined;
+  /**
+   * true: its weights live in this process, so every process serving it reloads it itself (and
+   * restores the last reload after a restart). false: one reload of the server serves everyone.
+   */
+  readonly weightsInProcess: boolean;
+  /** Throws when there is no answer at all (connection refused, timeout). */
+  send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse>;
+  health(): Promise<boolean>;
+  /** Serves the staged weights from now on; requests already running finish on the old ones. */
+  reload(weights: StagedWeights): Promise<void>;
+  /** Request body fields telling it how urgent a request is; undefined when it takes none. */
+  priorityFields(urgency: Urgency, now: number): Record<string, unknown> | undefined;
+  /** The server's own load gauges, where it publishes them. */
+  load?(): Promise<EngineLoad | undefined>;
+}
+
+// Replicas on one folder share its (read-only) weights: loaded once while any replica holds them.
+const loadedWeights = new Map<string, WeakRef<Transformer>>();
+
+/** The weights in a checkpoint folder, shared by every replica of this process that serves them. */
+export function sharedWeights(path: string): Transformer {
+  const held = loadedWeights.get(path)?.deref();
+  if (held) return held;
+  const weights = new Transformer(loadCheckpoint(path));
+  loadedWeights.set(path, new WeakRef(weights));
+  return weights;
+}
+
+/** The in-process built-in model as a replica. */
+export class BuiltinReplica implements Replica {
+  readonly kind = 'builtin' as const;
+  readonly weightsInProcess = true;
+  readonly description: string;
+  constructor(
+    readonly id: string,
+    readonly engine: BuiltinEngine,
+    private served: string,
+  ) {
+    this.description = `built-in ${engine.modelName}`;
+  }
+
+  get servedCheckpoint(): string {
+    return this.served;
+  }
+
+  get servedManifest(): CheckpointManifest {
+    return this.engine.manifest;
+  }
+
+  async reload(weights: StagedWeights): Promise<void> {
+    this.engine.swap(sharedWeights(weights.path));
+    this.served = weights.location;
+  }
+
+  send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    return this.engine.infer(request, onDelta);
+  }
+
+  async health(): Promise<boolean> {
+    return true;
+  }
+
+  // The built-in engine runs requests as they come; Spool's own scheduler orders them.
+  priorityFields(): undefined {
+    return undefined;
+  }
+}
