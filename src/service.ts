@@ -4,6 +4,7 @@ import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import { type Logger, pino } from 'pino';
+import { BatchDeadlineWatch } from '../processors/batch-deadline-watch.js';
 import { BatchExpiryWatch } from '../processors/batch-expiry-watch.js';
 import { BatchFinalizer } from '../processors/batch-finalizer.js';
 import { BatchRunner } from '../processors/batch-runner.js';
@@ -200,6 +201,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     has('finalizer') && parts
       ? new BatchExpiryWatch({ queries: parts.batchesQueries, batches: parts.batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: options.expiryCheckMs ?? 1000 })
       : undefined;
+  const deadlineWatch =
+    has('finalizer') && parts
+      ? new BatchDeadlineWatch({ queries: parts.batchesQueries, batches: parts.batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: options.expiryCheckMs ?? 1000 })
+      : undefined;
   const sweeper =
     has('api') && parts
       ? new FileExpirySweeper({ files: parts.files, queries: parts.filesQueries, clock, log: logger.child({ component: 'file-expiry-sweeper' }) }, config.fileSweepIntervalSeconds * 1000)
@@ -304,6 +309,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await step('the relay', () => relay?.stop());
     await step('the processors', () => Promise.all(consumers.map((consumer) => consumer.stop().catch((error: unknown) => logger.warn({ err: error }, 'consumer did not stop cleanly')))));
     await step('the batch expiry watch', () => expiryWatch?.stop());
+    await step('the batch deadline watch', () => deadlineWatch?.stop());
     await step('the weight syncer', () => parts?.weightSyncer?.stop());
     await step('the batch runner', () => parts?.runner.idle());
     fleet?.stop();
@@ -323,6 +329,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (closed) return;
     relay?.start();
     expiryWatch?.start();
+    deadlineWatch?.start();
     messagingStarted = true;
   };
 
