@@ -3,6 +3,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
+import { type BatchEvent, type BatchFacts, batchDecider } from '../src/domain/batch.js';
 import { decideFile, initialFileState } from '../src/domain/file.js';
 import { EventSchemaError, EventSchemas, SchemaCheckedEventStore } from '../src/event-store/event-schemas.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
@@ -31,6 +32,26 @@ describe('event schemas', () => {
       for (const event of decided.right) {
         expect(() => schemas.check({ id: randomUUID(), type: event.type, data: event.data, metadata: { schemaVersion: 1 } })).not.toThrow();
       }
+    }
+  });
+
+  it('accepts the deadline-risk event the batch decides, and refuses one without its estimate', () => {
+    const facts: BatchFacts = {
+      batch_id: 'batch_1', input_file_id: 'file-1', endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job', model: 'm',
+      price_1m_tokens: 1, metadata: null, output_expires_after: null, created_at: 100, expires_at: 200,
+    };
+    const history: BatchEvent[] = [
+      { type: 'BatchCreated', data: facts },
+      { type: 'BatchValidated', data: { batch_id: 'batch_1', total: 10, input_blob_key: 'files/file-1', chunks: [{ index: 0, first_line: 1, lines: 10, start: 0, end: 10 }], in_progress_at: 110 } },
+    ];
+    const state = history.reduce(batchDecider.evolve, batchDecider.initialState);
+    const decided = batchDecider.decide({ type: 'FlagDeadlineRisk', at: 150, estimated_completion_at: 350, lines_done: 2, lines_total: 10, lines_per_second: 0.05 }, state);
+    expect(E.isRight(decided) && decided.right.map((event) => event.type)).toEqual(['BatchDeadlineAtRisk']);
+    for (const event of E.isRight(decided) ? decided.right : []) {
+      const data = event.data as unknown as Record<string, unknown>;
+      expect(() => schemas.check({ id: randomUUID(), type: event.type, data, metadata: { schemaVersion: 1 } })).not.toThrow();
+      const { estimated_completion_at: _dropped, ...partial } = data;
+      expect(() => schemas.check({ id: randomUUID(), type: event.type, data: partial, metadata: { schemaVersion: 1 } })).toThrow(/estimated_completion_at/);
     }
   });
 

@@ -64,7 +64,38 @@ export type BatchState =
       readonly validation: Validation | null;
       /** Why the batch is winding down before all its lines ran. */
       readonly stopping: 'cancelled' | 'expired' | null;
+      /** The latest deadline-risk flag: a new one must slip materially past it. */
+      readonly deadline_risk: DeadlineRiskFlag | null;
     };
+
+export interface DeadlineRiskFlag {
+  readonly at: number;
+  readonly estimated_completion_at: number;
+}
+
+/** A batch's progress and where it leads at its current rate (Unix seconds, lines per second). */
+export interface DeadlineRiskEstimate {
+  readonly at: number;
+  readonly estimated_completion_at: number;
+  readonly lines_done: number;
+  readonly lines_total: number;
+  readonly lines_per_second: number;
+}
+
+/**
+ * How much later than the last flag a new estimate must be to be flagged again: the larger of a
+ * tenth of the time that flag gave the batch, and five minutes. The tenth keeps a steady slip to a
+ * handful of flags (each one grows the bar with the estimate); the five minutes keep an estimate
+ * that jitters near its own completion from adding an event per check. A watch checking every
+ * second a batch of any size thus adds tens of events at most, never one per line or per check.
+ */
+export const DEADLINE_RISK_SLIP_FRACTION = 0.1;
+export const DEADLINE_RISK_MIN_SLIP_SECONDS = 300;
+
+export function slipsMaterially(previous: DeadlineRiskFlag, estimated_completion_at: number): boolean {
+  const bar = Math.max(DEADLINE_RISK_SLIP_FRACTION * (previous.estimated_completion_at - previous.at), DEADLINE_RISK_MIN_SLIP_SECONDS);
+  return estimated_completion_at > previous.estimated_completion_at + bar;
+}
 
 export const initialBatchState: BatchState = { status: 'absent' };
 
@@ -74,6 +105,7 @@ export type BatchCommand =
   | { readonly type: 'CancelBatch'; readonly at: number }
   | { readonly type: 'StartExpiry'; readonly at: number }
   | { readonly type: 'BeginFinalizing'; readonly at: number }
+  | ({ readonly type: 'FlagDeadlineRisk' } & DeadlineRiskEstimate)
   | { readonly type: 'FinishBatch'; readonly at: number; readonly output_file_id: string | null; readonly error_file_id: string | null }
   | { readonly type: 'FailBatch'; readonly at: number; readonly errors: readonly BatchError[] };
 
@@ -84,6 +116,7 @@ export type BatchEvent =
   | { readonly type: 'BatchFailed'; readonly data: Id & { readonly failed_at: number; readonly errors: readonly BatchError[] } }
   | { readonly type: 'BatchCancelRequested'; readonly data: Id & { readonly cancelling_at: number } }
   | { readonly type: 'BatchExpiryStarted'; readonly data: Id & { readonly at: number } }
+  | { readonly type: 'BatchDeadlineAtRisk'; readonly data: Id & DeadlineRiskEstimate }
   | { readonly type: 'BatchFinalizing'; readonly data: Id & { readonly finalizing_at: number } }
   | { readonly type: 'BatchCompleted'; readonly data: Id & BatchFiles & { readonly completed_at: number } }
   | { readonly type: 'BatchCancelled'; readonly data: Id & BatchFiles & { readonly cancelled_at: number } }
@@ -107,6 +140,8 @@ const TRANSITIONS: Readonly<Record<BatchEventType, { readonly status: BatchStatu
   BatchFailed: { status: 'failed', stopping: null },
   BatchCancelRequested: { status: 'cancelling', stopping: 'cancelled' },
   BatchExpiryStarted: { status: null, stopping: 'expired' },
+  // A warning on the record: the batch runs on as it was.
+  BatchDeadlineAtRisk: { status: null, stopping: null },
   BatchFinalizing: { status: 'finalizing', stopping: null },
   BatchCompleted: { status: 'completed', stopping: null },
   BatchCancelled: { status: 'cancelled', stopping: null },
@@ -184,6 +219,16 @@ export function decideBatch(command: BatchCommand, state: BatchState): E.Either<
         return reject('precondition_failed', `Batch ${batch_id} has not reached its expires_at`, 'batch_id');
       }
       return E.right([{ type: 'BatchExpiryStarted', data: { batch_id, at: command.at } }]);
+    case 'FlagDeadlineRisk': {
+      // The watch reads a read model that may lag: a batch that moved on meanwhile is no longer at risk.
+      if (state.status !== 'in_progress' || state.stopping) return E.right([]);
+      if (state.facts.expires_at === null || command.estimated_completion_at <= state.facts.expires_at) {
+        return reject('precondition_failed', `Batch ${batch_id} is estimated to finish by its expires_at`, 'estimated_completion_at');
+      }
+      if (state.deadline_risk && !slipsMaterially(state.deadline_risk, command.estimated_completion_at)) return E.right([]);
+      const { type: _type, ...estimate } = command;
+      return E.right([{ type: 'BatchDeadlineAtRisk', data: { batch_id, ...estimate } }]);
+    }
     case 'BeginFinalizing':
       if (!mayBeginFinalizing(state)) return E.right([]);
       return E.right([{ type: 'BatchFinalizing', data: { batch_id, finalizing_at: command.at } }]);
@@ -202,11 +247,13 @@ export function decideBatch(command: BatchCommand, state: BatchState): E.Either<
 }
 
 export function evolveBatch(state: BatchState, event: BatchEvent): BatchState {
-  if (event.type === 'BatchCreated') return { status: statusAfter(event.type)!, facts: event.data, validation: null, stopping: null };
+  if (event.type === 'BatchCreated') return { status: statusAfter(event.type)!, facts: event.data, validation: null, stopping: null, deadline_risk: null };
   if (state.status === 'absent') return state;
   const validation =
     event.type === 'BatchValidated' ? { total: event.data.total, input_blob_key: event.data.input_blob_key, chunks: event.data.chunks } : state.validation;
-  return { ...state, status: statusAfter(event.type) ?? state.status, stopping: stoppingAfter(event.type) ?? state.stopping, validation };
+  const deadline_risk =
+    event.type === 'BatchDeadlineAtRisk' ? { at: event.data.at, estimated_completion_at: event.data.estimated_completion_at } : state.deadline_risk;
+  return { ...state, status: statusAfter(event.type) ?? state.status, stopping: stoppingAfter(event.type) ?? state.stopping, validation, deadline_risk };
 }
 
 /** The status a batch ends in once a wind-down finishes. */

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { BatchDeadlineWatch } from '../../processors/batch-deadline-watch.js';
 import { BatchExpiryWatch } from '../../processors/batch-expiry-watch.js';
 import { BatchFinalizer } from '../../processors/batch-finalizer.js';
 import { BatchRunner } from '../../processors/batch-runner.js';
@@ -81,7 +82,17 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     // Time is not an event: the finalizers start the expiry of overdue batches.
     const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
     lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());
-    return { concurrency: 2, handle: (message) => (message.kind === 'finalize-batch' ? finalizer.finalize(message.batch_id) : Promise.resolve()), start: () => expiryWatch.start() };
+    // ...and flag batches that, at their current rate, will miss their deadline.
+    const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: expiryCheckMs });
+    lifecycle.opened('the batch deadline watch', () => deadlineWatch.stop());
+    return {
+      concurrency: 2,
+      handle: (message) => (message.kind === 'finalize-batch' ? finalizer.finalize(message.batch_id) : Promise.resolve()),
+      start: () => {
+        expiryWatch.start();
+        deadlineWatch.start();
+      },
+    };
   },
   checkpoint: async ({ parts }) => {
     const { weightSyncer } = await parts.fleet();

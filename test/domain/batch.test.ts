@@ -40,7 +40,7 @@ const FINAL: Record<string, BatchEvent[]> = {
 };
 
 const state = (status: BatchState['status'], extra: Partial<Extract<BatchState, { facts: BatchFacts }>> = {}): BatchState =>
-  ({ status, facts, validation: null, stopping: null, ...extra }) as BatchState;
+  ({ status, facts, validation: null, stopping: null, deadline_risk: null, ...extra }) as BatchState;
 
 describe('Batch aggregate: creation', () => {
   it('creates a batch, validating', () => {
@@ -184,5 +184,73 @@ describe('Batch aggregate: failure', () => {
 
   it('records nothing for a batch that has ended', () => {
     for (const events of Object.values(FINAL)) spec.given(events).when({ type: 'FailBatch', at: 300, errors }).then([]);
+  });
+});
+
+describe('Batch aggregate: deadline risk', () => {
+  // facts.expires_at is 200; the batch went in progress at 110.
+  const flag = (at: number, estimated_completion_at: number, lines_done = 1) =>
+    ({ type: 'FlagDeadlineRisk', at, estimated_completion_at, lines_done, lines_total: 3, lines_per_second: 0.01 }) as const;
+  const atRisk = (at: number, estimated_completion_at: number, lines_done = 1): BatchEvent => ({
+    type: 'BatchDeadlineAtRisk',
+    data: { batch_id, at, estimated_completion_at, lines_done, lines_total: 3, lines_per_second: 0.01 },
+  });
+
+  it('flags an in-progress batch whose estimated completion is past its expires_at, its status unchanged', () => {
+    spec.given([created, validated]).when(flag(150, 350)).then([atRisk(150, 350)]);
+    spec.given([created, validated, atRisk(150, 350)]).thenState(state('in_progress', { validation, deadline_risk: { at: 150, estimated_completion_at: 350 } }));
+  });
+
+  it('refuses an estimate at or before expires_at, and a batch without one', () => {
+    spec.given([created, validated]).when(flag(150, 200)).thenRejects({ kind: 'precondition_failed', param: 'estimated_completion_at' });
+    const forever: BatchEvent = { type: 'BatchCreated', data: { ...facts, expires_at: null } };
+    spec.given([forever, validated]).when(flag(150, 10_000)).thenRejects({ kind: 'precondition_failed' });
+  });
+
+  it('records nothing for a batch not in progress or winding down', () => {
+    spec.given([created]).when(flag(105, 350)).then([]);
+    spec.given([created, validated, cancelRequested]).when(flag(150, 350)).then([]);
+    spec.given([created, validated, expiryStarted]).when(flag(150, 350)).then([]);
+    spec.given([created, validated, finalizing]).when(flag(150, 350)).then([]);
+    for (const events of Object.values(FINAL)) spec.given(events).when(flag(300, 400)).then([]);
+  });
+
+  it('records nothing again unless the estimate moved later by more than the larger of 10% of the time then left and five minutes', () => {
+    // Flagged at 150 for 3150: 3000 s left, so only an estimate past 3150 + 300 counts.
+    const flagged = [created, validated, atRisk(150, 3150)];
+    spec.given(flagged).when(flag(160, 3150)).then([]);
+    spec.given(flagged).when(flag(160, 1000)).then([]);
+    spec.given(flagged).when(flag(160, 3450)).then([]);
+    spec.given(flagged).when(flag(160, 3451, 2)).then([atRisk(160, 3451, 2)]);
+    // Flagged at 150 for 30150: 30000 s left, so 10% of it (3000 s) is the bar.
+    const far = [created, validated, atRisk(150, 30_150)];
+    spec.given(far).when(flag(160, 33_150)).then([]);
+    spec.given(far).when(flag(160, 33_151)).then([atRisk(160, 33_151)]);
+  });
+
+  it('measures the next slip from the latest flag', () => {
+    spec.given([created, validated, atRisk(150, 3150), atRisk(160, 3451)]).when(flag(170, 3500)).then([]);
+    spec.given([created, validated, atRisk(150, 3150), atRisk(160, 3451)]).thenState(state('in_progress', { validation, deadline_risk: { at: 160, estimated_completion_at: 3451 } }));
+  });
+
+  it('adds a few events, not thousands, for a 50,000-line batch whose rate sags for a day', () => {
+    const lines_total = 50_000;
+    const long: BatchEvent[] = [{ type: 'BatchCreated', data: { ...facts, created_at: 0, expires_at: 3600 } }, { type: 'BatchValidated', data: { batch_id, ...validation, total: lines_total, in_progress_at: 0 } }];
+    let current = long.reduce(batchDecider.evolve, batchDecider.initialState);
+    let done = 0;
+    let flags = 0;
+    // Checked every second for a day, the rate falling from 2 lines a second to nearly nothing.
+    for (let at = 1; at <= 86_400 && done < lines_total; at++) {
+      const rate = 2 / (1 + at / 600);
+      done = Math.min(lines_total, done + rate);
+      const estimated_completion_at = Math.ceil(at + (lines_total - done) / rate);
+      if (estimated_completion_at <= 3600) continue;
+      const decided = batchDecider.decide({ type: 'FlagDeadlineRisk', at, estimated_completion_at, lines_done: Math.floor(done), lines_total, lines_per_second: rate }, current);
+      if (decided._tag === 'Left') throw new Error(decided.left.message);
+      flags += decided.right.length;
+      current = decided.right.reduce(batchDecider.evolve, current);
+    }
+    expect(flags).toBeGreaterThan(1);
+    expect(flags).toBeLessThan(100);
   });
 });

@@ -1,0 +1,88 @@
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import type { BatchesQueries } from '../projections/batches-projection.js';
+import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
+import type { Clock } from '../src/clock.js';
+import { type ProgressSample, estimateCompletion, keepRateWindow } from '../src/domain/completion-estimate.js';
+
+/**
+ * The recent rate is measured over this long: long enough that a chunk's burst of outcomes does
+ * not read as the batch's pace, short enough that a slowdown shows within minutes.
+ */
+export const RATE_WINDOW_SECONDS = 600;
+
+/**
+ * Periodically estimates when each in-progress batch finishes at its current rate and flags one
+ * that would finish past its expires_at (BatchDeadlineAtRisk). The progress samples behind the
+ * recent rate live in memory: after a restart the rate since in progress stands in until the
+ * window fills again. Several finalizer processors may watch at once; the batch's decider records
+ * a flag only when the estimate slipped materially since the last one, so they add no repeats.
+ */
+export class BatchDeadlineWatch {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private readonly samples = new Map<string, ProgressSample[]>();
+
+  constructor(
+    private readonly deps: {
+      queries: BatchesQueries;
+      batches: BatchLifecycle;
+      clock: Clock;
+      log: Pick<Logger, 'error' | 'warn'>;
+      intervalMs: number;
+    },
+  ) {}
+
+  start(): void {
+    this.stopped = false;
+    const tick = () => {
+      this.running = this.look().catch((error: unknown) => this.deps.log.error({ err: error }, 'batch deadline check failed; it will run again'));
+      void this.running.then(() => {
+        if (!this.stopped) this.timer = setTimeout(tick, this.deps.intervalMs).unref();
+      });
+    };
+    tick();
+  }
+
+  private async look(): Promise<void> {
+    const now = this.deps.clock.nowSeconds();
+    const seen = new Set<string>();
+    for (const batch of this.deps.queries.withStatus(['in_progress'])) {
+      if (this.stopped) return;
+      if (batch.expires_at === null || batch.in_progress_at === null || batch.stopping) continue;
+      seen.add(batch.id);
+      const lines_done = batch.completed + batch.failed;
+      const window = keepRateWindow(this.samples.get(batch.id) ?? [], now, RATE_WINDOW_SECONDS);
+      const estimate = estimateCompletion({ now, in_progress_at: batch.in_progress_at, lines_done, lines_total: batch.total, window });
+      // One sample per clock second: the latest count stands for it.
+      if (window.at(-1)?.at === now) window.pop();
+      window.push({ at: now, done: lines_done });
+      this.samples.set(batch.id, window);
+      if (!estimate || estimate.estimated_completion_at <= batch.expires_at) continue;
+      const outcome = await this.deps.batches.run(batch.id, { type: 'FlagDeadlineRisk', ...estimate }, { correlationId: 'batch-deadline' });
+      // Logged when recorded, not at every check: the decider already keeps repeats out.
+      if (E.isRight(outcome) && outcome.right.events.length > 0) {
+        this.deps.log.warn(
+          {
+            batch_id: batch.id,
+            job_id: batch.job_id,
+            estimated_completion_at: estimate.estimated_completion_at,
+            expires_at: batch.expires_at,
+            lines_per_second: estimate.lines_per_second,
+            lines_done,
+            lines_total: batch.total,
+          },
+          'batch will not finish before its deadline at its current rate',
+        );
+      }
+    }
+    for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+}
