@@ -68,6 +68,10 @@ class Slots {
     }
     await new Promise<void>((resolve) => this.queue.push(resolve));
   }
+  /** Whether someone waits for a slot. */
+  get wanted(): boolean {
+    return this.queue.length > 0;
+  }
   release(): void {
     const next = this.queue.shift();
     if (next) next();
@@ -105,10 +109,18 @@ class Member implements Consumer {
   }
 }
 
-/** Handles one partition for one member, in order, until the partition is revoked or the member stops. */
+/**
+ * Handles one partition for one member until the partition is revoked or the member stops: up to
+ * `prefetch` messages at once, committing the contiguous prefix of finished ones.
+ */
 class PartitionWorker {
   revoked = false;
   readonly done: Promise<void>;
+  private readonly running = new Set<Promise<void>>();
+  /** Finished offsets above the committed prefix. */
+  private readonly finished = new Set<number>();
+  /** Whether this worker holds one of the member's slots (a partition being consumed). */
+  private holding = false;
 
   constructor(
     private readonly log: EmbeddedMessageLog,
@@ -128,37 +140,73 @@ class PartitionWorker {
     return !this.revoked && !this.member.stopping && !this.member.abandoned;
   }
 
+  private get key(): string {
+    return `${this.topic}/${this.partitionIndex}`;
+  }
+
   wake(): void {
     this.partition.wake();
   }
 
   private async run(previous: PartitionWorker | undefined): Promise<void> {
     // As in Kafka, a partition changes hands only once its previous owner has finished and
-    // committed, unless that owner is gone (then its uncommitted message is delivered again).
+    // committed, unless that owner is gone (then its uncommitted messages are delivered again).
     if (previous && !previous.member.abandoned) await previous.done;
-    const group = this.member.group;
-    const key = `${this.topic}/${this.partitionIndex}`;
-    while (this.active) {
-      const partition = this.partition;
-      const offset = Math.max(group.committed.get(key) ?? 0, partition.firstOffset);
-      const stored = partition.at(offset);
-      if (!stored) {
+    const prefetch = Math.max(1, this.member.options.prefetch ?? 1);
+    let next = Math.max(this.member.group.committed.get(this.key) ?? 0, this.partition.firstOffset);
+    try {
+      while (this.active) {
+        const partition = this.partition;
+        // A partition holding a slot takes no new message while another partition waits for one,
+        // so that partitions take turns as they do one message at a time.
+        const mayTake = this.running.size < prefetch && !(this.running.size > 0 && this.member.slots.wanted);
+        const stored = mayTake ? partition.at(next) : undefined;
+        if (stored) {
+          if (!this.holding) {
+            await this.member.slots.acquire();
+            this.holding = true;
+            if (!this.active) break;
+          }
+          this.start({ topic: this.topic, partition: this.partitionIndex, offset: String(next), ...stored });
+          next++;
+          continue;
+        }
+        if (this.running.size === 0 && this.holding) {
+          this.holding = false;
+          this.member.slots.release();
+          continue;
+        }
+        // The next append, a handler finishing, or the member leaving.
         await partition.next();
-        continue;
       }
-      const message: DeliveredMessage = { topic: this.topic, partition: this.partitionIndex, offset: String(offset), ...stored };
-      await this.member.slots.acquire();
-      let handled = false;
-      try {
-        if (!this.active) return;
-        handled = await this.handle(message);
-      } finally {
+      await Promise.all(this.running);
+    } finally {
+      if (this.holding) {
+        this.holding = false;
         this.member.slots.release();
       }
-      if (!handled || this.member.abandoned) return;
-      group.committed.set(key, offset + 1);
-      this.log.trim(this.topic, this.partitionIndex);
     }
+  }
+
+  private start(message: DeliveredMessage): void {
+    const offset = Number(message.offset);
+    const work: Promise<void> = this.handle(message).then((handled) => {
+      this.running.delete(work);
+      if (handled && !this.member.abandoned) this.finish(offset);
+      this.wake();
+    });
+    this.running.add(work);
+  }
+
+  /** Marks a message finished and commits the prefix of finished messages it may complete. */
+  private finish(offset: number): void {
+    const group = this.member.group;
+    this.finished.add(offset);
+    let committed = Math.max(group.committed.get(this.key) ?? 0, this.partition.firstOffset);
+    if (!this.finished.has(committed)) return;
+    while (this.finished.delete(committed)) committed++;
+    group.committed.set(this.key, committed);
+    this.log.trim(this.topic, this.partitionIndex);
   }
 
   /** Runs the handler until it succeeds; false if the member left or lost the partition meanwhile. */

@@ -1,4 +1,4 @@
-import { type Admin, type ICustomPartitioner, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
+import { type Admin, type EachBatchPayload, type ICustomPartitioner, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
 import type { Logger } from 'pino';
 import {
   type ConsumeOptions,
@@ -177,14 +177,13 @@ class KafkaGroupMember implements Consumer {
     await consumer.run({
       autoCommit: false,
       partitionsConsumedConcurrently: this.options.concurrency ?? 1,
-      // Only handled messages are committed (autoCommit is off): whatever is passed over while
-      // leaving the group is delivered again to whoever takes the partition.
-      eachMessage: async ({ topic, partition, message, heartbeat }) => {
+      // Only handled messages are committed (autoCommit is off), and offsets are resolved by hand:
+      // whatever is passed over while leaving the group is delivered again to whoever takes the
+      // partition.
+      eachBatchAutoResolve: false,
+      eachBatch: async (payload) => {
         if (this.stopping || this.abandoned) return;
-        const work = (async () => {
-          const handled = await this.handle(delivered(topic, partition, message), heartbeat);
-          if (handled) await this.commit(topic, partition, message.offset);
-        })();
+        const work = this.handleBatch(payload);
         this.inFlight.add(work);
         try {
           await work;
@@ -209,27 +208,77 @@ class KafkaGroupMember implements Consumer {
     });
   }
 
-  /** Runs the handler until it succeeds, keeping the membership alive meanwhile. */
-  private async handle(message: DeliveredMessage, heartbeat: () => Promise<void>): Promise<boolean> {
-    // A failed heartbeat means a rebalance is under way: the member rejoins once this message is
-    // handled, so the error is not thrown into the handling.
+  /**
+   * Handles a fetched batch of one partition, up to `prefetch` messages at once, resolving and
+   * committing the contiguous prefix of finished messages. It starts nothing new once the member
+   * stops or a rebalance is under way, and returns when the messages it started have finished.
+   */
+  private async handleBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const { topic, partition, messages } = batch;
+    const prefetch = Math.max(1, this.options.prefetch ?? 1);
+    const finished = messages.map(() => false);
+    const running = new Set<Promise<void>>();
+    let next = 0;
+    let prefix = 0; // messages before this index have finished
+    let committing = Promise.resolve();
+    let rebalance: { error: unknown } | undefined;
+    const mayStart = () => !this.stopping && !this.abandoned && rebalance === undefined && isRunning() && !isStale();
+    // A failed heartbeat means a rebalance is under way: the member rejoins once what it started
+    // has finished, so the error is not thrown into the handling.
     const beating = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, Math.floor(this.settings.sessionTimeoutMs / 10)));
-    let delay = this.options.retryDelayMs ?? 500;
+    const start = (index: number) => {
+      const message = messages[index]!;
+      const work: Promise<void> = this.handle(delivered(topic, partition, message)).then(async (handled) => {
+        if (handled && !this.abandoned) {
+          finished[index] = true;
+          const before = prefix;
+          while (prefix < messages.length && finished[prefix]) prefix++;
+          if (prefix > before) {
+            const offset = messages[prefix - 1]!.offset;
+            resolveOffset(offset);
+            // Commits go one after another, so a later prefix never lands before an earlier one.
+            committing = committing.then(() => this.commit(topic, partition, offset));
+          }
+          // Committed before the heartbeat, which may report a rebalance.
+          await committing;
+          try {
+            await heartbeat();
+          } catch (error) {
+            rebalance ??= { error };
+          }
+        }
+        running.delete(work);
+      });
+      running.add(work);
+    };
     try {
       for (;;) {
-        try {
-          const outcome = await Promise.race([this.handler(message).then(() => 'done' as const), this.abandonment.then(() => 'abandoned' as const)]);
-          return outcome === 'done';
-        } catch (error) {
-          this.options.onError?.(error, message);
-          if (this.stopping || this.abandoned) return false;
-          await new Promise((resolve) => setTimeout(resolve, delay));
-          delay = nextRetryDelay(delay);
-          if (this.stopping || this.abandoned) return false;
-        }
+        while (running.size < prefetch && next < messages.length && mayStart()) start(next++);
+        if (running.size === 0) break;
+        await Promise.race(running);
       }
+      await committing;
     } finally {
       clearInterval(beating);
+    }
+    // As with one message at a time: kafkajs rejoins the group on this error.
+    if (rebalance) throw rebalance.error;
+  }
+
+  /** Runs the handler until it succeeds; false if the member left meanwhile. */
+  private async handle(message: DeliveredMessage): Promise<boolean> {
+    let delay = this.options.retryDelayMs ?? 500;
+    for (;;) {
+      try {
+        const outcome = await Promise.race([this.handler(message).then(() => 'done' as const), this.abandonment.then(() => 'abandoned' as const)]);
+        return outcome === 'done';
+      } catch (error) {
+        this.options.onError?.(error, message);
+        if (this.stopping || this.abandoned) return false;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = nextRetryDelay(delay);
+        if (this.stopping || this.abandoned) return false;
+      }
     }
   }
 

@@ -33,8 +33,18 @@ export interface ConsumeOptions {
   /** Consumers in one group share the topics' partitions; each message reaches one of them. */
   readonly groupId: string;
   readonly topics: readonly string[];
-  /** Partitions handled at once by this consumer (messages of one partition are handled in order). */
+  /** Partitions handled at once by this consumer. */
   readonly concurrency?: number;
+  /**
+   * Messages of one partition handed to the handler at once (default 1: strictly one after
+   * another, in order). Above 1 the handlers of a partition's next `prefetch` messages run
+   * together and may finish in any order; a message's offset is committed only once it and every
+   * earlier message of its partition have finished (the contiguous finished prefix), so a member
+   * that dies redelivers every message not known to be finished. At most `concurrency` ×
+   * `prefetch` handlers run at once. On Kafka the window spans one fetched batch: messages that
+   * arrive after a batch was fetched join once its messages have all finished.
+   */
+  readonly prefetch?: number;
   /** Delay before a message whose handler failed is handled again (doubled up to 30 s). */
   readonly retryDelayMs?: number;
   /** Called when a handler fails; the message is retried. */
@@ -42,14 +52,18 @@ export interface ConsumeOptions {
 }
 
 /**
- * Resolving commits the message's offset; rejecting delivers it again, to this consumer after a
- * delay, or to another member of the group if this one leaves first. At least once, therefore:
- * handlers must be idempotent.
+ * Resolving commits the message's offset (with `prefetch`, once every earlier message of its
+ * partition has resolved too); rejecting delivers it again, to this consumer after a delay, or to
+ * another member of the group if this one leaves first. At least once, therefore: handlers must
+ * be idempotent.
  */
 export type MessageHandler = (message: DeliveredMessage) => Promise<void>;
 
 export interface Consumer {
-  /** Leaves the group once the handlers running now have finished and their offsets are committed. */
+  /**
+   * Leaves the group once the handlers running now have finished and the finished prefix of each
+   * partition is committed; nothing new is started meanwhile.
+   */
   stop(): Promise<void>;
   /**
    * Leaves the group at once, committing nothing more: as if the process had died. Handlers

@@ -150,6 +150,116 @@ export function messageLogContract(name: string, open: () => Promise<MessageLog>
       expect(fresh).toHaveLength(15);
     });
 
+    it('hands up to `prefetch` messages of one partition to the handler at once, and no more', async () => {
+      const topic = unique('prefetch');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      await log.publish(topic, ['one', 'two', 'three', 'four'].map((value) => ({ key: 'k', value })));
+      const started: string[] = [];
+      const finished: string[] = [];
+      let running = 0;
+      let mostRunning = 0;
+      let finishedBeforeFour = -1;
+      await consume({ groupId: unique('g'), topics: [topic], prefetch: 3 }, async (message) => {
+        if (message.value === 'four') finishedBeforeFour = finished.length;
+        started.push(message.value);
+        running++;
+        mostRunning = Math.max(mostRunning, running);
+        // The first three are held until all three have started: only a consumer that hands them
+        // over together gets past this.
+        if (message.value !== 'four') await until(() => started.length >= 3, 10_000, 'three messages started at once');
+        running--;
+        finished.push(message.value);
+      });
+      await until(() => finished.length >= 4, 15_000, 'every message finished');
+      expect(started).toEqual(['one', 'two', 'three', 'four']);
+      expect(mostRunning).toBe(3);
+      // The fourth waited for a place in the window.
+      expect(finishedBeforeFour).toBeGreaterThanOrEqual(1);
+    });
+
+    it('with `prefetch`, commits only the finished prefix: what came after a message still running is delivered again', async () => {
+      const topic = unique('prefix');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      const group = unique('g');
+      await log.publish(topic, ['one', 'two', 'three'].map((value) => ({ key: 'k', value })));
+      const finished: string[] = [];
+      let firstStarted = false;
+      const dying = await log.consume({ groupId: group, topics: [topic], prefetch: 3 }, async (message) => {
+        if (message.value === 'one') {
+          firstStarted = true;
+          return new Promise<void>(() => undefined); // still running when the member dies
+        }
+        finished.push(message.value);
+      });
+      await until(() => firstStarted && finished.length >= 2, 15_000, 'two and three finished while one runs');
+      await new Promise((resolve) => setTimeout(resolve, 500)); // room for a wrong commit to land
+      await dying.abandon();
+
+      const after: DeliveredMessage[] = [];
+      await consume({ groupId: group, topics: [topic] }, async (message) => void after.push(message));
+      await until(() => after.length >= 3);
+      await quiet();
+      expect(after.map((message) => message.value)).toEqual(['one', 'two', 'three']);
+    });
+
+    it('with `prefetch`, commits everything once the message holding the prefix back finishes and the member stops', async () => {
+      const topic = unique('prefix-stop');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      const group = unique('g');
+      await log.publish(topic, ['one', 'two', 'three'].map((value) => ({ key: 'k', value })));
+      const finished: string[] = [];
+      let release: () => void = () => undefined;
+      let firstStarted = false;
+      const stopping = await log.consume({ groupId: group, topics: [topic], prefetch: 3 }, async (message) => {
+        if (message.value === 'one') {
+          firstStarted = true;
+          await new Promise<void>((resolve) => (release = resolve));
+        }
+        finished.push(message.value);
+      });
+      await until(() => firstStarted && finished.length >= 2, 15_000, 'two and three finished while one runs');
+      const stopped = stopping.stop();
+      release();
+      await stopped;
+      expect(finished.sort()).toEqual(['one', 'three', 'two']);
+
+      await log.publish(topic, [{ key: 'k', value: 'four' }]);
+      const later: string[] = [];
+      await consume({ groupId: group, topics: [topic] }, async (message) => void later.push(message.value));
+      await until(() => later.length >= 1);
+      await quiet();
+      expect(later).toEqual(['four']);
+    });
+
+    it('with `prefetch`, retries a failed message while later ones finish, and commits past it only once it succeeds', async () => {
+      const topic = unique('prefix-retry');
+      await log.ensureTopics([{ topic, partitions: 1 }]);
+      const group = unique('g');
+      await log.publish(topic, ['one', 'two', 'three'].map((value) => ({ key: 'k', value })));
+      const calls: string[] = [];
+      let failing = true;
+      const first = await log.consume({ groupId: group, topics: [topic], prefetch: 3, retryDelayMs: 50 }, async (message) => {
+        calls.push(message.value);
+        if (message.value === 'one' && failing) throw new Error('not yet');
+      });
+      await until(() => calls.includes('two') && calls.includes('three') && calls.filter((value) => value === 'one').length >= 3, 15_000, 'one retried while two and three finished');
+      await first.abandon();
+      // Nothing was committed past the failing message: a new member gets all three again.
+      const again: string[] = [];
+      failing = false;
+      const second = await log.consume({ groupId: group, topics: [topic], prefetch: 3 }, async (message) => void again.push(message.value));
+      await until(() => again.length >= 3);
+      await second.stop();
+      expect(again.sort()).toEqual(['one', 'three', 'two']);
+      // Once it succeeded, all three are committed.
+      await log.publish(topic, [{ key: 'k', value: 'four' }]);
+      const later: string[] = [];
+      await consume({ groupId: group, topics: [topic] }, async (message) => void later.push(message.value));
+      await until(() => later.length >= 1);
+      await quiet();
+      expect(later).toEqual(['four']);
+    });
+
     it('retries a message whose handler failed, before the messages after it', async () => {
       const topic = unique('retry');
       await log.ensureTopics([{ topic, partitions: 1 }]);
