@@ -28,6 +28,8 @@ export class WorkConsumer {
       projector: Projector;
       /** Messages (partitions) handled at once. */
       concurrency: number;
+      /** Messages of one partition handled at once (their offsets committed in order). */
+      prefetch?: number;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       handle: (message: WorkMessage) => Promise<void>;
     },
@@ -40,6 +42,7 @@ export class WorkConsumer {
         groupId: `spool-${kind}`,
         topics: [WORK_TOPICS[kind]],
         concurrency: this.deps.concurrency,
+        ...(this.deps.prefetch ? { prefetch: this.deps.prefetch } : {}),
         onError: (error, message) =>
           error instanceof ChunkInterruptedError
             ? log.info({ topic: message.topic, partition: message.partition, offset: message.offset, reason: error.message }, 'work left for the next start')

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,13 +159,14 @@ describe('the fleet scheduler on Kafka, processes, the priority-scheduling simul
       KAFKA_BROKERS: broker.brokers,
       KAFKA_SESSION_TIMEOUT_MS: '6000',
       KAFKA_PARTITIONS: '2',
-      ENGINE_BASE_URL: `${simulator.url}/v1`,
-      ENGINE_MODELS: MODEL,
+      // A vLLM-style server that schedules by the priority field Spool sends it.
+      FLEET_FILE: join(root, 'fleet.json'),
       ENGINE_CONCURRENCY: String(SLOTS * 4),
       BATCH_CHUNK_LINES: '10',
       BATCH_PARALLEL_CHUNKS: '4',
     };
     mkdirSync(join(root, 'shared'), { recursive: true });
+    writeFileSync(join(root, 'fleet.json'), JSON.stringify({ models: { [MODEL]: { replicas: [{ kind: 'vllm', base_url: `${simulator.url}/v1`, priority_hints: true }] } } }));
     const urls: string[] = [];
     for (const [name, args] of [
       ['api', ['serve']],
@@ -191,12 +192,12 @@ describe('the fleet scheduler on Kafka, processes, the priority-scheduling simul
     await broker?.kill();
   });
 
-  // enabled when the scheduler is wired (lead)
-  it.skip('an interactive request overtakes the batch lines queued before it', async () => {
+  it('an interactive request overtakes the batch lines queued before it', async () => {
     await interactiveOvertakesBatch(apiUrl, client, simulator, 'kafka-i');
   }, 60_000);
 
-  // enabled when the scheduler is wired (lead)
+  // Skipped until the Kafka adapter holds chunks across fetched batches: today a chunk published
+  // after the ones its partition already fetched waits for those to finish.
   it.skip("a tight batch's lines start before the remaining lines of a loose batch created earlier", async () => {
     await tightOvertakesLoose(apiUrl, client, simulator, 'kafka-ii');
   }, 120_000);

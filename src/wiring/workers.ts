@@ -29,10 +29,15 @@ export interface WorkerContext {
   readonly expiryCheckMs: number;
 }
 
+/** Chunk messages an inference processor holds per partition, beyond those it runs. */
+const HELD_CHUNKS_PER_PARTITION = 32;
+
 /** One processor kind as its consumer runs it. */
 interface Processor {
-  /** Messages of its topic handled at once. */
+  /** Partitions of its topic handled at once. */
   readonly concurrency: number;
+  /** Messages of one partition handled at once (default 1: one after another). */
+  readonly prefetch?: number;
   readonly handle: (message: WorkMessage) => Promise<void>;
   /** Work of its own that begins with the consumers, once the read models hold the whole log. */
   readonly start?: () => void;
@@ -71,10 +76,11 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       return chunks > 0 ? `${chunks} batch chunk${chunks === 1 ? '' : 's'} finishing the requests already sent` : undefined;
     });
     lifecycle.opened('the batch runner', () => runner.idle());
-    // Every inference partition is held at once: the batch runner, not the order of messages,
-    // chooses which chunks run (BATCH_PARALLEL_CHUNKS of them, by deadline).
+    // Every inference partition is consumed at once, and several chunks of each are held: the
+    // batch runner, not the order of messages, chooses which chunks run (BATCH_PARALLEL_CHUNKS of
+    // them, by deadline). A held chunk costs a promise, not its lines.
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
-    return { concurrency: partitions, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
+    return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
   finalizer: async ({ clock, logger, parts, lifecycle, expiryCheckMs }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
@@ -129,7 +135,19 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
     const processor = await PROCESSORS[kind](context);
     processors.push(processor);
     const { projector } = parts.application();
-    consumers.push(new WorkConsumer({ kind, messageLog, schemas, eventStore, projector, concurrency: processor.concurrency, log: logger.child({ component: `${kind}-processor` }), handle: processor.handle }));
+    consumers.push(
+      new WorkConsumer({
+        kind,
+        messageLog,
+        schemas,
+        eventStore,
+        projector,
+        concurrency: processor.concurrency,
+        ...(processor.prefetch ? { prefetch: processor.prefetch } : {}),
+        log: logger.child({ component: `${kind}-processor` }),
+        handle: processor.handle,
+      }),
+    );
   }
   // One step for all: each consumer finishes and commits what it handles, then leaves its group.
   if (consumers.length > 0) {
