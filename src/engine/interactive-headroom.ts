@@ -11,7 +11,7 @@ export interface HeadroomSettings {
   readonly leftoverShare: number;
 }
 
-export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000, leftoverShare: 0.9 };
+export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000, leftoverShare: 0.95 };
 
 /**
  * How many engine slots to keep free for interactive requests, from the interactive load seen.
@@ -22,7 +22,8 @@ export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spre
  * (square-root staffing) means an arriving request finds one free with probability about
  * Φ(z) (z = 2: ~97%) at any load. A fixed multiple of L instead keeps too few slots when L is
  * small (1.5 × 1 leaves 2, while P(N ≥ 2) is 26%) and wastes many when L is large, taking from
- * the capacity batches are promised (at least 90% of what interactive traffic leaves idle).
+ * the capacity batches are promised (at least 90% of what interactive traffic leaves idle; the
+ * default keeps 95%, since batch lines also lose a little to the gaps between one and the next).
  */
 export class InteractiveHeadroom {
   private readonly rate: DecayingRate;
