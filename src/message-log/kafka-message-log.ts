@@ -10,6 +10,7 @@ import {
   type TopicSpec,
   nextRetryDelay,
 } from './message-log.js';
+import { PartitionWindow } from './partition-window.js';
 
 export interface KafkaSettings {
   /** host:port of one or more brokers. */
@@ -142,10 +143,30 @@ function delivered(topic: string, partition: number, message: KafkaMessage): Del
   return { topic, partition, offset: message.offset, key: message.key?.toString() ?? '', value: message.value?.toString() ?? '', headers };
 }
 
+/** A partition this member holds messages of, across the batches kafkajs fetches for it. */
+interface HeldPartition {
+  readonly topic: string;
+  readonly partition: number;
+  readonly window: PartitionWindow;
+  /** Taken from this member by a rebalance: nothing more is started or committed for it. */
+  revoked: boolean;
+  /** The offset last committed, and the commits in order (a later prefix never lands first). */
+  committed: bigint | undefined;
+  committing: Promise<void>;
+}
+
 class KafkaGroupMember implements Consumer {
   private consumer: KafkaConsumer | undefined;
-  /** Messages being handled and committed: a graceful stop waits for them while still a member. */
-  private readonly inFlight = new Set<Promise<void>>();
+  private readonly held = new Map<string, HeldPartition>();
+  /** Handlers running (with the commit that follows them): a graceful stop waits for them. */
+  private readonly handlers = new Set<Promise<void>>();
+  private readonly batches = new Set<Promise<void>>();
+  private memberId: string | undefined;
+  /** kafkajs's heartbeat, taken from the latest batch: it stays valid once the batch returned. */
+  private heartbeat: (() => Promise<void>) | undefined;
+  /** The last heartbeat failed (a rebalance, mostly): a batch waiting for room hands it to kafkajs. */
+  private heartbeatFailure: { readonly error: unknown } | undefined;
+  private beating: NodeJS.Timeout | undefined;
   private stopping = false;
   private abandoned = false;
   private abandonNow: () => void = () => undefined;
@@ -163,32 +184,56 @@ class KafkaGroupMember implements Consumer {
   ) {}
 
   async start(): Promise<void> {
+    // A new consumer is a new member: what the previous one held is no longer this member's.
+    this.revoke(() => true);
+    this.memberId = undefined;
+    this.heartbeat = undefined;
+    const heartbeatInterval = Math.max(500, Math.floor(this.settings.sessionTimeoutMs / 10));
     const consumer = this.kafka.consumer({
       groupId: this.options.groupId,
       sessionTimeout: this.settings.sessionTimeoutMs,
-      heartbeatInterval: Math.max(500, Math.floor(this.settings.sessionTimeoutMs / 10)),
-      // A member finishes the messages it is handling before it rejoins a rebalance.
+      heartbeatInterval,
       rebalanceTimeout: Math.max(60_000, this.settings.sessionTimeoutMs * 2),
       retry: { ...RETRY, restartOnFailure: async () => !this.stopping && !this.abandoned },
     });
     this.consumer = consumer;
+    // kafkajs heartbeats between fetches only; handlers outlive the batch that handed them their
+    // message, so the member beats while any of them runs (kafkajs sends at most one beat per
+    // interval, however often it is asked).
+    this.beating ??= setInterval(() => {
+      if (this.handlers.size === 0 || !this.heartbeat) return;
+      this.heartbeat().then(
+        () => (this.heartbeatFailure = undefined),
+        (error: unknown) => {
+          this.heartbeatFailure = { error };
+          for (const held of this.held.values()) held.window.wake();
+        },
+      );
+    }, heartbeatInterval);
+    // Each join says which partitions this member now holds. kafkajs fetches a partition it kept
+    // from its committed offset again; the messages held already are not handed a second time.
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      const sameMember = payload.memberId === this.memberId;
+      this.memberId = payload.memberId;
+      this.heartbeatFailure = undefined;
+      this.revoke((held) => !sameMember || !(payload.memberAssignment[held.topic] ?? []).includes(held.partition));
+    });
     await consumer.connect();
     await consumer.subscribe({ topics: [...this.options.topics], fromBeginning: true });
     await consumer.run({
+      // kafkajs commits nothing by itself with autoCommit off (not on a rebalance, a stop or an
+      // error): the member commits each partition's finished prefix, and what it resolves only
+      // moves kafkajs's fetch position past the messages it holds.
       autoCommit: false,
       partitionsConsumedConcurrently: this.options.concurrency ?? 1,
-      // Only handled messages are committed (autoCommit is off), and offsets are resolved by hand:
-      // whatever is passed over while leaving the group is delivered again to whoever takes the
-      // partition.
       eachBatchAutoResolve: false,
       eachBatch: async (payload) => {
-        if (this.stopping || this.abandoned) return;
         const work = this.handleBatch(payload);
-        this.inFlight.add(work);
+        this.batches.add(work);
         try {
           await work;
         } finally {
-          this.inFlight.delete(work);
+          this.batches.delete(work);
         }
       },
     });
@@ -208,61 +253,78 @@ class KafkaGroupMember implements Consumer {
     });
   }
 
+  private revoke(taken: (held: HeldPartition) => boolean): void {
+    for (const [key, held] of this.held) {
+      if (!taken(held)) continue;
+      held.revoked = true;
+      held.window.wake();
+      this.held.delete(key);
+    }
+  }
+
+  private heldPartition(topic: string, partition: number): HeldPartition {
+    const key = `${topic}|${partition}`;
+    let held = this.held.get(key);
+    if (!held) {
+      held = { topic, partition, window: new PartitionWindow(), revoked: false, committed: undefined, committing: Promise.resolve() };
+      this.held.set(key, held);
+    }
+    return held;
+  }
+
   /**
-   * Handles a fetched batch of one partition, up to `prefetch` messages at once, resolving and
-   * committing the contiguous prefix of finished messages. It starts nothing new once the member
-   * stops or a rebalance is under way, and returns when the messages it started have finished.
+   * Hands the fetched messages of one partition to the handler, waiting only while the partition
+   * already holds `prefetch` unfinished ones. A handed message's offset is resolved at once, so
+   * kafkajs fetches what follows it while it runs; what is committed is the finished prefix
+   * (`finished`). Messages not handed (the member stops, the partition was revoked) stay
+   * unresolved and are fetched again.
    */
   private async handleBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    this.heartbeat = heartbeat;
     const { topic, partition, messages } = batch;
     const prefetch = Math.max(1, this.options.prefetch ?? 1);
-    const finished = messages.map(() => false);
-    const running = new Set<Promise<void>>();
-    let next = 0;
-    let prefix = 0; // messages before this index have finished
-    let committing = Promise.resolve();
-    let rebalance: { error: unknown } | undefined;
-    const mayStart = () => !this.stopping && !this.abandoned && rebalance === undefined && isRunning() && !isStale();
-    // A failed heartbeat means a rebalance is under way: the member rejoins once what it started
-    // has finished, so the error is not thrown into the handling.
-    const beating = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, Math.floor(this.settings.sessionTimeoutMs / 10)));
-    const start = (index: number) => {
-      const message = messages[index]!;
-      const work: Promise<void> = this.handle(delivered(topic, partition, message)).then(async (handled) => {
-        if (handled && !this.abandoned) {
-          finished[index] = true;
-          const before = prefix;
-          while (prefix < messages.length && finished[prefix]) prefix++;
-          if (prefix > before) {
-            const offset = messages[prefix - 1]!.offset;
-            resolveOffset(offset);
-            // Commits go one after another, so a later prefix never lands before an earlier one.
-            committing = committing.then(() => this.commit(topic, partition, offset));
-          }
-          // Committed before the heartbeat, which may report a rebalance.
-          await committing;
-          try {
-            await heartbeat();
-          } catch (error) {
-            rebalance ??= { error };
-          }
-        }
-        running.delete(work);
-      });
-      running.add(work);
-    };
-    try {
-      for (;;) {
-        while (running.size < prefetch && next < messages.length && mayStart()) start(next++);
-        if (running.size === 0) break;
-        await Promise.race(running);
+    const held = this.heldPartition(topic, partition);
+    const mayStart = () => !this.stopping && !this.abandoned && !held.revoked && isRunning() && !isStale();
+    for (const message of messages) {
+      const offset = BigInt(message.offset);
+      if (!held.window.handed(offset)) {
+        while (held.window.unfinished >= prefetch && mayStart() && !this.heartbeatFailure) await held.window.changed();
+        // As one message at a time did: kafkajs rejoins the group on a rebalance error, while
+        // the handlers running go on.
+        if (this.heartbeatFailure && mayStart() && held.window.unfinished >= prefetch) throw this.heartbeatFailure.error;
+        if (!mayStart()) return;
+        held.window.hand(offset);
+        this.track(this.handle(delivered(topic, partition, message)).then((handled) => (handled ? this.finished(held, offset) : undefined)));
       }
-      await committing;
-    } finally {
-      clearInterval(beating);
+      resolveOffset(message.offset);
     }
-    // As with one message at a time: kafkajs rejoins the group on this error.
-    if (rebalance) throw rebalance.error;
+  }
+
+  private track(work: Promise<void>): void {
+    this.handlers.add(work);
+    void work.finally(() => this.handlers.delete(work));
+  }
+
+  private async finished(held: HeldPartition, offset: bigint): Promise<void> {
+    if (this.abandoned || held.revoked) return;
+    if (held.window.finish(offset)) await this.commit(held);
+  }
+
+  /** Commits the partition's finished prefix, after the commits before it. */
+  private commit(held: HeldPartition): Promise<void> {
+    held.committing = held.committing.then(async () => {
+      const offset = held.window.commitOffset;
+      if (this.abandoned || held.revoked || offset === undefined || offset === held.committed) return;
+      try {
+        await this.consumer!.commitOffsets([{ topic: held.topic, partition: held.partition, offset: offset.toString() }]);
+        held.committed = offset;
+      } catch (error) {
+        // The partition moved to another member meanwhile: it will handle the messages again,
+        // and handlers are idempotent.
+        this.log.warn({ err: error, topic: held.topic, partition: held.partition, offset: offset.toString() }, 'offset not committed; messages will be delivered again');
+      }
+    });
+    return held.committing;
   }
 
   /** Runs the handler until it succeeds; false if the member left meanwhile. */
@@ -282,17 +344,6 @@ class KafkaGroupMember implements Consumer {
     }
   }
 
-  private async commit(topic: string, partition: number, offset: string): Promise<void> {
-    if (this.abandoned) return;
-    try {
-      await this.consumer!.commitOffsets([{ topic, partition, offset: (BigInt(offset) + 1n).toString() }]);
-    } catch (error) {
-      // The partition moved to another member meanwhile: it will handle the message again, and
-      // handlers are idempotent.
-      this.log.warn({ err: error, topic, partition, offset }, 'offset not committed; the message will be delivered again');
-    }
-  }
-
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
@@ -304,7 +355,11 @@ class KafkaGroupMember implements Consumer {
     } catch {
       // not running yet: there is nothing to finish
     }
-    await Promise.allSettled([...this.inFlight]);
+    for (const held of this.held.values()) held.window.wake();
+    while (this.handlers.size > 0 || this.batches.size > 0) await Promise.allSettled([...this.handlers, ...this.batches]);
+    // A commit refused during a rebalance is made good by the last one.
+    await Promise.all([...this.held.values()].map((held) => this.commit(held)));
+    clearInterval(this.beating);
     await this.consumer?.disconnect();
   }
 
@@ -313,6 +368,8 @@ class KafkaGroupMember implements Consumer {
     this.abandoned = true;
     this.abandonNow();
     this.forget();
+    for (const held of this.held.values()) held.window.wake();
+    clearInterval(this.beating);
     await this.consumer?.disconnect();
   }
 }

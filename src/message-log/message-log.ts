@@ -41,8 +41,8 @@ export interface ConsumeOptions {
    * together and may finish in any order; a message's offset is committed only once it and every
    * earlier message of its partition have finished (the contiguous finished prefix), so a member
    * that dies redelivers every message not known to be finished. At most `concurrency` ×
-   * `prefetch` handlers run at once. On Kafka the window spans one fetched batch: messages that
-   * arrive after a batch was fetched join once its messages have all finished.
+   * `prefetch` handlers run at once. The window slides: a message published while earlier ones
+   * of its partition run is handed over as soon as fewer than `prefetch` of them are unfinished.
    */
   readonly prefetch?: number;
   /** Delay before a message whose handler failed is handled again (doubled up to 30 s). */

@@ -231,6 +231,57 @@ export function messageLogContract(name: string, open: () => Promise<MessageLog>
       expect(later).toEqual(['four']);
     });
 
+    it('with `prefetch`, hands over a message published after the ones still running, and commits only the finished prefix', async () => {
+      // Messages one and two are held by the member (running) before three is published: three
+      // must join them in the window rather than wait for them to finish.
+      const heldThenJoined = async (group: string, topic: string) => {
+        await log.publish(topic, ['one', 'two'].map((value) => ({ key: 'k', value })));
+        const started: string[] = [];
+        const finished: string[] = [];
+        let release: () => void = () => undefined;
+        const released = new Promise<void>((resolve) => (release = resolve));
+        const consumer = await log.consume({ groupId: group, topics: [topic], prefetch: 3 }, async (message) => {
+          started.push(message.value);
+          if (message.value !== 'three') await released;
+          finished.push(message.value);
+        });
+        await until(() => started.length >= 2, 15_000, 'one and two started');
+        await new Promise((resolve) => setTimeout(resolve, 500)); // the member holds them a while
+        await log.publish(topic, [{ key: 'k', value: 'three' }]);
+        await until(() => finished.includes('three'), 15_000, 'three finished while one and two run');
+        expect(started).toEqual(['one', 'two', 'three']);
+        expect(finished).toEqual(['three']);
+        return { consumer, release, finished };
+      };
+      const redelivered = async (group: string, topic: string, count: number) => {
+        const after: string[] = [];
+        await consume({ groupId: group, topics: [topic] }, async (message) => void after.push(message.value));
+        await until(() => after.length >= count);
+        await quiet();
+        return after;
+      };
+
+      const abandonedTopic = unique('window-abandon');
+      await log.ensureTopics([{ topic: abandonedTopic, partitions: 1 }]);
+      const abandonedGroup = unique('g');
+      const abandoned = await heldThenJoined(abandonedGroup, abandonedTopic);
+      await new Promise((resolve) => setTimeout(resolve, 500)); // room for a wrong commit to land
+      await abandoned.consumer.abandon();
+      abandoned.release();
+      expect(await redelivered(abandonedGroup, abandonedTopic, 3)).toEqual(['one', 'two', 'three']);
+
+      const stoppedTopic = unique('window-stop');
+      await log.ensureTopics([{ topic: stoppedTopic, partitions: 1 }]);
+      const stoppedGroup = unique('g');
+      const stopped = await heldThenJoined(stoppedGroup, stoppedTopic);
+      const stopping = stopped.consumer.stop();
+      stopped.release();
+      await stopping;
+      expect(stopped.finished.sort()).toEqual(['one', 'three', 'two']);
+      await log.publish(stoppedTopic, [{ key: 'k', value: 'four' }]);
+      expect(await redelivered(stoppedGroup, stoppedTopic, 1)).toEqual(['four']);
+    });
+
     it('with `prefetch`, retries a failed message while later ones finish, and commits past it only once it succeeds', async () => {
       const topic = unique('prefix-retry');
       await log.ensureTopics([{ topic, partitions: 1 }]);
