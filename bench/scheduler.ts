@@ -1,7 +1,7 @@
 // The fleet scheduler's measurements: what interactive traffic, tight deadlines and a second job
 // suffer from a large batch sharing the engine, on the embedded default and on Kafka. The same
 // code measures first-come-first-served (before the scheduler is wired) and the scheduler (after).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -161,7 +161,12 @@ async function startTarget(shape: SchedulerResult['shape'], work: string, upstre
   const dataDir = mkdtempSync(join(work, 'data-'));
   const env = benchJobEnv(work, upstream.url, engineConcurrency);
   if (shape === 'kafka') {
-    const deployment = await startKafkaDeployment(dataDir, env, engineConcurrency, broker!);
+    // The API and the inference processors are different processes sharing the engine: a
+    // vLLM-style server told each request's urgency keeps interactive requests ahead.
+    const fleetFile = join(work, 'fleet.json');
+    writeFileSync(fleetFile, JSON.stringify({ models: { [BENCH_MODEL]: { replicas: [{ kind: 'vllm', base_url: `${upstream.url}/v1`, priority_hints: true }] } } }));
+    const { ENGINE_BASE_URL: _engine, ENGINE_MODELS: _models, ...rest } = env;
+    const deployment = await startKafkaDeployment(dataDir, { ...rest, FLEET_FILE: fleetFile }, engineConcurrency, broker!);
     return { url: deployment.url, eventsFile: join(dataDir, 'events.sqlite'), stop: () => deployment.stop() };
   }
   const service = await startSpool(dataDir, env);
