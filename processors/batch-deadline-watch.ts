@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { BatchesQueries } from '../projections/batches-projection.js';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import type { Clock } from '../src/clock.js';
+import { RepeatingTask } from './repeating-task.js';
 import { type ProgressSample, estimateCompletion, keepRateWindow } from '../src/domain/completion-estimate.js';
 
 /**
@@ -19,9 +20,7 @@ export const RATE_WINDOW_SECONDS = 600;
  * a flag only when the estimate slipped materially since the last one, so they add no repeats.
  */
 export class BatchDeadlineWatch {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> = Promise.resolve();
-  private stopped = false;
+  private readonly task: RepeatingTask;
   private readonly samples = new Map<string, ProgressSample[]>();
 
   constructor(
@@ -32,24 +31,19 @@ export class BatchDeadlineWatch {
       log: Pick<Logger, 'error' | 'warn'>;
       intervalMs: number;
     },
-  ) {}
+  ) {
+    this.task = new RepeatingTask(() => this.look(), deps.intervalMs, (error) => this.deps.log.error({ err: error }, 'batch deadline check failed; it will run again'));
+  }
 
   start(): void {
-    this.stopped = false;
-    const tick = () => {
-      this.running = this.look().catch((error: unknown) => this.deps.log.error({ err: error }, 'batch deadline check failed; it will run again'));
-      void this.running.then(() => {
-        if (!this.stopped) this.timer = setTimeout(tick, this.deps.intervalMs).unref();
-      });
-    };
-    tick();
+    this.task.start();
   }
 
   private async look(): Promise<void> {
     const now = this.deps.clock.nowSeconds();
     const seen = new Set<string>();
     for (const batch of this.deps.queries.withStatus(['in_progress'])) {
-      if (this.stopped) return;
+      if (this.task.stopped) return;
       if (batch.expires_at === null || batch.in_progress_at === null || batch.stopping) continue;
       seen.add(batch.id);
       const lines_done = batch.completed + batch.failed;
@@ -80,9 +74,7 @@ export class BatchDeadlineWatch {
     for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+  stop(): Promise<void> {
+    return this.task.stop();
   }
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { BlobReferences } from '../src/application/blob-references.js';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
+import { RepeatingTask } from './repeating-task.js';
 
 export interface DebrisSwept {
   /** Partial writes of puts cut short (local partial files, incomplete S3 multipart uploads). */
@@ -21,8 +22,7 @@ export interface DebrisSwept {
  * what no event names, and removing twice is harmless.
  */
 export class BlobDebrisSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> = Promise.resolve();
+  private readonly task: RepeatingTask;
 
   constructor(
     private readonly deps: {
@@ -32,17 +32,12 @@ export class BlobDebrisSweeper {
       now?: () => number;
     },
     private readonly settings: { intervalMs: number; graceMs: number },
-  ) {}
+  ) {
+    this.task = new RepeatingTask(() => this.sweepOnce(), settings.intervalMs, (error) => this.deps.log.error({ err: error }, 'blob debris sweep failed'));
+  }
 
   start(): void {
-    const tick = () => {
-      this.running = this.sweepOnce()
-        .catch((error: unknown) => this.deps.log.error({ err: error }, 'blob debris sweep failed'))
-        .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, this.settings.intervalMs).unref();
-        });
-    };
-    this.timer = setTimeout(tick, 0).unref();
+    this.task.start();
   }
 
   async sweepOnce(): Promise<DebrisSwept> {
@@ -69,9 +64,7 @@ export class BlobDebrisSweeper {
     return { abandonedWrites, orphans, leftovers };
   }
 
-  async stop(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.task.stop();
   }
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { FileRegistry } from '../src/application/file-registry.js';
 import type { Clock } from '../src/clock.js';
 import type { FilesQueries } from '../projections/files-projection.js';
+import { RepeatingTask } from './repeating-task.js';
 
 const PAGE = 100;
 
@@ -12,23 +13,17 @@ const PAGE = 100;
  * exactly one of them expire a given file, and the others see it already gone.
  */
 export class FileExpirySweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> = Promise.resolve();
+  private readonly task: RepeatingTask;
 
   constructor(
     private readonly deps: { files: FileRegistry; queries: FilesQueries; clock: Clock; log: Pick<Logger, 'info' | 'error'> },
-    private readonly intervalMs: number,
-  ) {}
+    intervalMs: number,
+  ) {
+    this.task = new RepeatingTask(() => this.sweepOnce(), intervalMs, (error) => this.deps.log.error({ err: error }, 'file expiry sweep failed'));
+  }
 
   start(): void {
-    const tick = () => {
-      this.running = this.sweepOnce()
-        .catch((error: unknown) => this.deps.log.error({ err: error }, 'file expiry sweep failed'))
-        .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, this.intervalMs).unref();
-        });
-    };
-    this.timer = setTimeout(tick, 0).unref();
+    this.task.start();
   }
 
   /** Expires every file that is due now; returns how many this sweeper expired. */
@@ -47,9 +42,7 @@ export class FileExpirySweeper {
     }
   }
 
-  async stop(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.task.stop();
   }
 }

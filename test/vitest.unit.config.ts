@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
-// The fast tier: pure domain specs, the architecture rule, and the embedded adapters' contract
-// suites. Nothing here needs the S3 server or the Kafka broker, so there is no global setup.
+// The fast tier: pure domain specs, the scheduler's pure modules, the architecture rule, and the
+// embedded adapters' contract suites. Nothing here needs the S3 server or the Kafka broker, so there is no global setup.
 export default defineConfig({
   test: {
     root: new URL('..', import.meta.url).pathname,
@@ -12,6 +12,14 @@ export default defineConfig({
       'test/event-store.sqlite.test.ts',
       'test/blob-store.local.test.ts',
       'test/message-log.embedded.test.ts',
+      // The fleet scheduler's pure modules and the processors' timer.
+      'test/scheduler.test.ts',
+      'test/adaptive-concurrency.test.ts',
+      'test/interactive-headroom.test.ts',
+      'test/engine-load-metrics.test.ts',
+      'test/engine-priority.test.ts',
+      'test/chunk-admission.test.ts',
+      'test/repeating-task.test.ts',
     ],
     testTimeout: 60_000,
     maxWorkers: 2,
