@@ -4,6 +4,7 @@ import { historyProjection } from './history-projection.js';
 import { jobsProjection } from './jobs-projection.js';
 import type { Projection } from './projection.js';
 import { weightsProjection } from './weights-projection.js';
+import { webhooksProjection } from './webhooks-projection.js';
 
 /** Every read model of the service, in the order the projector applies them. */
-export const ALL_PROJECTIONS: readonly Projection[] = [filesProjection, jobsProjection, batchesProjection, weightsProjection, historyProjection];
+export const ALL_PROJECTIONS: readonly Projection[] = [filesProjection, jobsProjection, batchesProjection, weightsProjection, webhooksProjection, historyProjection];

@@ -7,12 +7,15 @@ import { statement } from './read-model-store.js';
 
 /**
  * Whose history an event belongs to: a batch (its own stream and its line-outcome streams), a
- * file, or a model's weight syncs; jobs have none.
+ * file, a model's weight syncs, or a webhook (its registration and every delivery attempt); jobs
+ * have none.
  */
 export function historySubject(streamName: string): string | undefined {
   const stream = parseStreamName(streamName);
   if (!stream || stream.kind === 'job') return undefined;
-  return `${stream.kind === 'batchlines' ? 'batch' : stream.kind}:${stream.id}`;
+  if (stream.kind === 'batchlines') return `batch:${stream.id}`;
+  if (stream.kind === 'webhookdelivery') return `webhook:${stream.id}`;
+  return `${stream.kind}:${stream.id}`;
 }
 
 /**

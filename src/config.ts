@@ -56,6 +56,8 @@ export interface Config {
   readonly batchParallelChunks: number;
   /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
   readonly weightSyncRetryMs: number;
+  /** The first webhook retry's delay; each next one doubles (at most an hour), for up to 72 hours. */
+  readonly webhookRetryBaseMs: number;
   /** How long a start waits for the event store and Kafka before giving up. */
   readonly startupTimeoutSeconds: number;
   /** How long a stop waits for work in flight before exiting anyway. */
@@ -250,6 +252,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     batchChunkLines,
     batchParallelChunks,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
+    webhookRetryBaseMs: integer('WEBHOOK_RETRY_BASE_MS', 10_000, 1, 3_600_000),
     startupTimeoutSeconds,
     shutdownTimeoutSeconds,
     http,

@@ -110,6 +110,12 @@ describe('the service description', () => {
     await described('POST', '/compat/v1/chat/completions', json({ model: 'tiny-chat', messages: [{ role: 'user', content: 'hi' }] }));
     await described('POST', '/compat/v1/chat/completions', json({ model: 'tiny-chat', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
     await described('POST', '/compat/v1/embeddings', json({ model: 'tiny-chat', input: 'hi' }));
+    const webhook = (await described('POST', '/mgmt/v1/webhooks', json({ url: 'http://127.0.0.1:9/hook', events: ['batch.failed'] }))).body as { id: string };
+    await described('POST', '/mgmt/v1/webhooks', json({ url: 'ftp://127.0.0.1/hook' }));
+    await described('GET', '/mgmt/v1/webhooks', { headers: auth });
+    await described('GET', `/mgmt/v1/webhooks/${webhook.id}/events`, { headers: auth });
+    await described('DELETE', `/mgmt/v1/webhooks/${webhook.id}`, { headers: auth });
+    await described('DELETE', `/mgmt/v1/webhooks/${webhook.id}`, { headers: auth });
     await described('GET', '/mgmt/v1/weights/status', { headers: auth });
     await described('POST', '/mgmt/v1/weights/reload', json({ weights: { 'no-such-model': 's3://bucket/x' } }));
     await described('GET', '/live');

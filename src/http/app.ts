@@ -18,12 +18,13 @@ import { type HistoryRouteDeps, registerHistoryRoutes } from './routes/history.j
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
+import { type WebhookRouteDeps, registerWebhookRoutes } from './routes/webhooks.js';
 import { limitIdleClients, slowClientOptions } from './slow-clients.js';
 import { UPLOAD_FIELD_SIZE_LIMIT } from './upload-form.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps, WebhookRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
   readonly timeouts?: HttpTimeouts;
@@ -100,6 +101,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerCompatRoutes(app, deps);
   registerWeightRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  registerWebhookRoutes(app, deps);
   app.get(
     '/docs',
     {

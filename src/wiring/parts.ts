@@ -11,6 +11,8 @@ import { JobsQueries } from '../../projections/jobs-projection.js';
 import { Projector } from '../../projections/projector.js';
 import { openReadModelStore } from '../../projections/read-model-store.js';
 import { WeightsQueries } from '../../projections/weights-projection.js';
+import { WebhooksQueries } from '../../projections/webhooks-projection.js';
+import { WebhookRegistry } from '../application/webhook-registry.js';
 import { BatchLifecycle } from '../application/batch-lifecycle.js';
 import { FileRegistry } from '../application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from '../application/job-definitions-file.js';
@@ -41,6 +43,8 @@ export interface ApplicationParts {
   readonly batches: BatchLifecycle;
   readonly outcomes: LineOutcomeLog;
   readonly weightSync: WeightSync;
+  readonly webhooks: WebhookRegistry;
+  readonly webhooksQueries: WebhooksQueries;
 }
 
 /** The engines, for the roles that call them (the API, the validator, inference, the checkpoint processor). */
@@ -113,6 +117,8 @@ function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsCo
     batches: new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger }),
     outcomes: new LineOutcomeLog(eventStore),
     weightSync: new WeightSync({ eventStore, projector, clock, log: logger }),
+    webhooks: new WebhookRegistry({ eventStore, projector, clock, log: logger }),
+    webhooksQueries: new WebhooksQueries(readModels),
   };
 }
 

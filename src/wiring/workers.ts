@@ -8,6 +8,7 @@ import { BatchValidator } from '../../processors/batch-validator.js';
 import { BlobDebrisSweeper } from '../../processors/blob-debris-sweeper.js';
 import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../../processors/event-relay.js';
 import { FileExpirySweeper } from '../../processors/file-expiry-sweeper.js';
+import { WebhookDeliverer } from '../../processors/webhook-deliverer.js';
 import { WorkConsumer } from '../../processors/work-consumer.js';
 import { BlobReferences } from '../application/blob-references.js';
 import type { Clock } from '../clock.js';
@@ -82,7 +83,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ clock, logger, parts, lifecycle, expiryCheckMs }) => {
+  finalizer: async ({ config, clock, logger, parts, lifecycle, expiryCheckMs }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
     const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
     // Time is not an event: the finalizers start the expiry of overdue batches.
@@ -91,12 +92,18 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     // ...and flag batches that, at their current rate, will miss their deadline.
     const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: expiryCheckMs });
     lifecycle.opened('the batch deadline watch', () => deadlineWatch.stop());
+    // The finalizers, which write batches' terminal events, also deliver them to webhooks.
+    const { webhooks, webhooksQueries } = parts.application();
+    const retryBaseMs = config.webhookRetryBaseMs;
+    const deliverer = new WebhookDeliverer({ queries: webhooksQueries, webhooks, now: Date.now, log: logger.child({ component: 'webhook-deliverer' }) }, { retryBaseMs, intervalMs: Math.min(1000, retryBaseMs), timeoutMs: 10_000 });
+    lifecycle.opened('the webhook deliverer', () => deliverer.stop());
     return {
       concurrency: 2,
       handle: (message) => (message.kind === 'finalize-batch' ? finalizer.finalize(message.batch_id) : Promise.resolve()),
       start: () => {
         expiryWatch.start();
         deadlineWatch.start();
+        deliverer.start();
       },
     };
   },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { batchLinesStreamName, batchStreamName, fileStreamName, jobStreamName, parseStreamName, weightsStreamName } from '../../src/domain/stream-names.js';
+import { batchLinesStreamName, batchStreamName, fileStreamName, jobStreamName, parseStreamName, webhookDeliveryStreamName, webhookStreamName, weightsStreamName } from '../../src/domain/stream-names.js';
 
 describe('stream names', () => {
   it('parse back to what made them', () => {
@@ -8,6 +8,8 @@ describe('stream names', () => {
     expect(parseStreamName(fileStreamName('file-abc'))).toEqual({ kind: 'file', id: 'file-abc' });
     expect(parseStreamName(jobStreamName('job-demo'))).toEqual({ kind: 'job', id: 'job-demo' });
     expect(parseStreamName(weightsStreamName('org/model-7b'))).toEqual({ kind: 'weights', id: 'org/model-7b' });
+    expect(parseStreamName(webhookStreamName('wh_1'))).toEqual({ kind: 'webhook', id: 'wh_1' });
+    expect(parseStreamName(webhookDeliveryStreamName('wh_1', 'evt_2'))).toEqual({ kind: 'webhookdelivery', id: 'wh_1', eventId: 'evt_2' });
   });
 
   it('take the chunk after the last dash of a line-outcome stream', () => {
@@ -15,7 +17,7 @@ describe('stream names', () => {
   });
 
   it('name nothing for other streams, empty ids and line streams without a chunk', () => {
-    for (const name of ['orders-1', 'batch-', 'file-', 'batchlines-batch_abc', 'batchlines-batch_abc-x', 'Batch-x', '']) {
+    for (const name of ['orders-1', 'batch-', 'file-', 'batchlines-batch_abc', 'batchlines-batch_abc-x', 'Batch-x', 'webhookdelivery-wh_1', 'webhookdelivery-a.b.c', '']) {
       expect(parseStreamName(name)).toBeUndefined();
     }
   });

@@ -9,6 +9,11 @@ export interface HistoryRouteDeps {
   readonly history: HistoryQueries;
 }
 
+function withoutSecret(data: Record<string, unknown>): Record<string, unknown> {
+  const { secret: _secret, ...rest } = data;
+  return rest;
+}
+
 function historyEvent(event: RecordedEvent) {
   return {
     object: 'event' as const,
@@ -20,7 +25,8 @@ function historyEvent(event: RecordedEvent) {
     position: positionToString(event.position),
     recorded_at: event.recordedAt,
     created_at: Math.floor(event.recordedAt / 1000),
-    data: event.data,
+    // A webhook's secret is shown once, when it is created; never in its history.
+    data: event.type === 'WebhookRegistered' ? withoutSecret(event.data) : event.data,
     correlation_id: event.metadata.correlationId ?? null,
     request_id: event.metadata.requestId ?? null,
   };
@@ -44,6 +50,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
   const histories = [
     { path: '/v1/batches/:batch_id/events', param: 'batch_id', params: 'BatchIdParams', subject: 'batch', summary: "A batch's history: every event, line outcomes included", missing: 'No such batch' },
     { path: '/v1/files/:file_id/events', param: 'file_id', params: 'FileIdParams', subject: 'file', summary: "A file's history", missing: 'No such file' },
+    { path: '/mgmt/v1/webhooks/:webhook_id/events', param: 'webhook_id', params: 'WebhookIdParams', subject: 'webhook', summary: "A webhook's history: its registration and every delivery attempt", missing: 'No such webhook' },
     { path: '/mgmt/v1/weights/:model/events', param: 'model', params: 'ModelParams', subject: 'weights', summary: "A model's weight-sync history", missing: 'No weight-sync history for model' },
   ] as const;
   for (const history of histories) {
