@@ -7,6 +7,8 @@ import { type WholeService, startTestService } from './support/service.js';
 
 const JOB = { job_id: 'stream-job', model: 'tiny-chat', use_case: 'stream', sla: '24h', price_1m_tokens: 1 };
 const IDLE_TIMEOUT_SECONDS = 1;
+// Longer than the idle timeout: the silences between heartbeats still outlast it.
+const HEARTBEAT_SECONDS = 2;
 
 interface Message {
   id: string;
@@ -97,6 +99,7 @@ describe('the live event stream of a batch', () => {
   const engine = new FakeEngine();
   let service: WholeService;
   let client: OpenAI;
+  let stopped = false;
 
   const listAll = async (batchId: string) => {
     const answer = await fetch(`${service.url}/v1/batches/${batchId}/events?limit=1000`);
@@ -116,19 +119,19 @@ describe('the live event stream of a batch', () => {
   beforeAll(async () => {
     await engine.start();
     service = await startTestService({
-      env: { ENGINE_BASE_URL: engine.url, ENGINE_BACKOFF_MS: '10', ENGINE_MAX_ATTEMPTS: '2', ENGINE_CONCURRENCY: '1', BATCH_CHUNK_LINES: '2', HTTP_IDLE_TIMEOUT_SECONDS: String(IDLE_TIMEOUT_SECONDS) },
+      env: { ENGINE_BASE_URL: engine.url, ENGINE_BACKOFF_MS: '10', ENGINE_MAX_ATTEMPTS: '2', ENGINE_CONCURRENCY: '1', BATCH_CHUNK_LINES: '2', HTTP_IDLE_TIMEOUT_SECONDS: String(IDLE_TIMEOUT_SECONDS), HTTP_EVENT_STREAM_HEARTBEAT_SECONDS: String(HEARTBEAT_SECONDS) },
     });
     client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     expect((await reserveJob(service.url, JOB)).status).toBe(201);
   });
   afterAll(async () => {
-    await service?.close();
+    if (!stopped) await service?.close();
     await engine.stop();
   });
 
   it('sends the history so far, then each event as it is recorded, through a quiet spell longer than the idle timeout, and closes after the terminal event', async () => {
     // One line waits longer than the idle timeout: the stream must outlive the quiet spell.
-    const lines = [chatLine('a', 'one [slow:200]'), chatLine('b', `two [slow:${IDLE_TIMEOUT_SECONDS * 1000 + 1500}]`), chatLine('c', 'three [slow:200]'), chatLine('d', 'four [slow:200]')];
+    const lines = [chatLine('a', 'one [slow:200]'), chatLine('b', `two [slow:${HEARTBEAT_SECONDS * 1000 + 500}]`), chatLine('c', 'three [slow:200]'), chatLine('d', 'four [slow:200]')];
     const batch = await submit(lines);
     await waitForStatus(client, batch.id, ['in_progress']);
     const stream = await EventStreamReader.open(streamUrl(batch.id));
@@ -147,6 +150,7 @@ describe('the live event stream of a batch', () => {
     expect(stream.messages.map((message) => message.data)).toEqual(listed);
     expect(stream.messages.filter((message) => message.event === 'LineCompleted')).toHaveLength(4);
     expect(stream.messages.at(-1)!.event).toBe('BatchCompleted');
+    expect(stream.comments).toBeGreaterThanOrEqual(1); // the heartbeat, during the quiet spell
   });
 
   it('resumes from Last-Event-ID after a disconnect with no gap and no repeat', async () => {
@@ -218,5 +222,17 @@ describe('the live event stream of a batch', () => {
     while (followers() >= withStream && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(followers()).toBe(withStream - 1);
     await waitForStatus(client, batch.id, ['completed']);
+  });
+
+  it('ends the streams still open when the service stops, rather than waiting for their batches', async () => {
+    const batch = await submit([chatLine('a', 'one [slow:20000]')]);
+    const stream = await EventStreamReader.open(streamUrl(batch.id));
+    await stream.until(1);
+    const started = Date.now();
+    await service.close();
+    stopped = true;
+    await stream.finished();
+    expect(stream.ended).toBe(true);
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });

@@ -5,12 +5,14 @@ import { FINAL_STATUSES, isBatchEventType, statusAfter } from '../../domain/batc
 import { positionToString } from '../../event-store/event-store.js';
 import type { RecordedEvent } from '../../event-store/event-store.js';
 import { invalidRequest, notFound } from '../api-error.js';
+import type { HttpTimeouts } from '../../config.js';
 import { httpSchema } from '../../schemas.js';
 import { EventStreamResponse } from '../event-stream.js';
 
 export interface HistoryRouteDeps {
   readonly history: HistoryQueries;
   readonly historyFeed: HistoryFeed;
+  readonly timeouts?: Pick<HttpTimeouts, 'eventStreamHeartbeatMs'>;
 }
 
 const EVENT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -85,7 +87,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
         ? invalidRequest(`No event with id ${cursor} (Last-Event-ID) in this history to resume after`, 'Last-Event-ID')
         : invalidRequest(`No event with id ${cursor} in this history to list after`, 'after');
     }
-    const stream = new EventStreamResponse(reply);
+    const stream = new EventStreamResponse(reply, deps.timeouts?.eventStreamHeartbeatMs);
     open.add(stream);
     try {
       for await (const events of deps.historyFeed.follow(subject, cursor, stream.closed)) {
