@@ -187,6 +187,10 @@ describe('the live event stream of a batch', () => {
     expect(whole.messages.map((message) => message.data)).toEqual(listed);
     expect(whole.messages.map((message) => message.event)).toContain('LineFailed');
 
+    const blankLastId = await EventStreamReader.open(streamUrl(batch.id), { 'last-event-id': '' });
+    await blankLastId.finished();
+    expect(blankLastId.messages.map((message) => message.id)).toEqual(listed.map((event) => event.id));
+
     const rest = await EventStreamReader.open(streamUrl(batch.id, `&after=${listed[1]!.id}`));
     await rest.finished();
     expect(rest.messages.map((message) => message.id)).toEqual(listed.slice(2).map((event) => event.id));

@@ -77,7 +77,8 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
    * stream starts.
    */
   const streamBatch = async (request: FastifyRequest, reply: FastifyReply, batchId: string, after: string | undefined) => {
-    const lastEventId = request.headers['last-event-id'];
+    // An empty Last-Event-ID is what a client that received nothing yet may send: the start.
+    const lastEventId = request.headers['last-event-id'] || undefined;
     if (typeof lastEventId === 'string' && !EVENT_ID.test(lastEventId)) throw invalidRequest(`Last-Event-ID must be an event id (a UUID) of this batch, not ${JSON.stringify(lastEventId.slice(0, 64))}`, 'Last-Event-ID');
     const cursor = typeof lastEventId === 'string' ? lastEventId : after;
     const subject = `batch:${batchId}`;
@@ -121,7 +122,8 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
       async (request, reply) => {
         const id = (request.params as Record<string, string>)[history.param]!;
         const query = request.query as { limit: number; after?: string; stream?: string };
-        if (history.subject === 'batch' && query.stream === 'true') return streamBatch(request, reply, id, query.after);
+        // A HEAD asks for the headers only: it gets the list's, not a stream held open to the batch's end.
+        if (history.subject === 'batch' && query.stream === 'true' && request.method === 'GET') return streamBatch(request, reply, id, query.after);
         return page(`${history.subject}:${id}`, request.query as { limit: number; after?: string }, () => notFound(`${history.missing}: ${id}`, history.param));
       },
     );
