@@ -73,6 +73,12 @@ export interface HistoryPage {
 export class HistoryQueries {
   constructor(private readonly db: Database.Database, private readonly eventStore: EventStore) {}
 
+  /** Whether the subject has a history and, when given, `after` is one of its events. */
+  knows(subject: string, after?: string): boolean {
+    if (after !== undefined) return this.db.prepare('SELECT 1 FROM history WHERE subject = ? AND event_id = ?').get(subject, after) !== undefined;
+    return this.db.prepare('SELECT 1 FROM history WHERE subject = ? LIMIT 1').get(subject) !== undefined;
+  }
+
   /** undefined: the subject has no history, or `after` is not one of its events. */
   async page(subject: string, limit: number, after?: string): Promise<HistoryPage | undefined> {
     let fromSeq = 0;

@@ -124,7 +124,7 @@ export class Projector {
     this.position = last.position;
     this.updateCaughtUp();
     this.releaseWaiters();
-    for (const listener of this.listeners) listener(events);
+    for (const listener of [...this.listeners]) listener(events);
   }
 
   /** How many events of streams of this kind the read models took since start. */
@@ -132,9 +132,22 @@ export class Projector {
     return this.appliedByKind.get(kind) ?? 0;
   }
 
-  /** Called after each batch of events is in the read models (processors react to changes). */
-  onApplied(listener: (events: readonly RecordedEvent[]) => void): void {
+  /**
+   * Called after each batch of events is in the read models (processors react to changes).
+   * Returns what stops the calls: a listener that lives shorter than the projector (an HTTP
+   * stream) must let go, or it leaks.
+   */
+  onApplied(listener: (events: readonly RecordedEvent[]) => void): () => void {
     this.listeners.push(listener);
+    return () => {
+      const index = this.listeners.indexOf(listener);
+      if (index >= 0) this.listeners.splice(index, 1);
+    };
+  }
+
+  /** How many listeners are called after each batch (to see that none leaks). */
+  get listenerCount(): number {
+    return this.listeners.length;
   }
 
   private updateCaughtUp(): void {

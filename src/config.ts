@@ -75,6 +75,8 @@ export interface HttpTimeouts {
   readonly requestMs: number;
   /** How long an idle keep-alive connection is kept open between requests. */
   readonly keepAliveMs: number;
+  /** How often a quiet event stream sends a comment, so proxies do not close it (default 15 s). */
+  readonly eventStreamHeartbeatMs?: number;
 }
 
 export interface KafkaConfig {
@@ -92,7 +94,7 @@ export class ConfigError extends Error {
   }
 }
 
-export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = { headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000 };
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = { headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000, eventStreamHeartbeatMs: 15_000 };
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -226,6 +228,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     idleMs: integer('HTTP_IDLE_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.idleMs / 1000, 1, 3600) * 1000,
     requestMs: integer('HTTP_REQUEST_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.requestMs / 1000, 0, 86400) * 1000,
     keepAliveMs: integer('HTTP_KEEP_ALIVE_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.keepAliveMs / 1000, 1, 3600) * 1000,
+    eventStreamHeartbeatMs: integer('HTTP_EVENT_STREAM_HEARTBEAT_SECONDS', (DEFAULT_HTTP_TIMEOUTS.eventStreamHeartbeatMs ?? 15_000) / 1000, 1, 3600) * 1000,
   };
   if (http.requestMs !== 0 && http.requestMs < http.headersMs) problems.push('HTTP_REQUEST_TIMEOUT_SECONDS must be 0 (none) or at least HTTP_HEADERS_TIMEOUT_SECONDS');
 

@@ -129,6 +129,6 @@ describe('slow clients', () => {
   it('refuses limits that contradict each other', async () => {
     const { loadConfig, ConfigError } = await import('../src/config.js');
     expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_SECONDS: '60', HTTP_REQUEST_TIMEOUT_SECONDS: '10' })).toThrow(ConfigError);
-    expect(loadConfig({}).http).toEqual({ headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000 });
+    expect(loadConfig({}).http).toEqual({ headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000, eventStreamHeartbeatMs: 15_000 });
   });
 });

@@ -105,6 +105,8 @@ describe('the service description', () => {
     await described('GET', '/v1/batches?limit=1');
     await described('POST', `/v1/batches/${created.id}/cancel`);
     await described('GET', `/v1/batches/${created.id}/events`, { headers: auth });
+    const streamed = (await described('GET', `/v1/batches/${created.id}/events?stream=true`)).body as string;
+    expect(streamed).toMatch(/^id: [0-9a-f-]{36}\nevent: BatchCreated\ndata: \{/);
 
     await described('GET', '/compat/v1/models', { headers: auth });
     await described('POST', '/compat/v1/chat/completions', json({ model: 'tiny-chat', messages: [{ role: 'user', content: 'hi' }] }));

@@ -22,9 +22,9 @@ export async function openHttpServer(
   const { config, clock, logger, apiKey, limits, parts, lifecycle, readiness } = context;
   let app: FastifyInstance;
   if (roles.has('api')) {
-    const { files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, weightSync, weightsQueries, webhooks, webhooksQueries } = parts.application();
+    const { files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, weightSync, weightsQueries, webhooks, webhooksQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    app = await buildHttpApp({ logger, apiKey, files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, clock, limits, readiness, timeouts: config.http });
+    app = await buildHttpApp({ logger, apiKey, files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, clock, limits, readiness, timeouts: config.http });
   } else {
     app = await buildHealthApp({ logger, readiness, timeouts: config.http });
   }

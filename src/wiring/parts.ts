@@ -6,6 +6,7 @@ import { WeightSyncer } from '../../processors/weight-syncer.js';
 import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
+import { HistoryFeed } from '../../projections/history-feed.js';
 import { HistoryQueries } from '../../projections/history-projection.js';
 import { JobsQueries } from '../../projections/jobs-projection.js';
 import { Projector } from '../../projections/projector.js';
@@ -38,6 +39,7 @@ export interface ApplicationParts {
   readonly jobsQueries: JobsQueries;
   readonly weightsQueries: WeightsQueries;
   readonly history: HistoryQueries;
+  readonly historyFeed: HistoryFeed;
   readonly files: FileRegistry;
   readonly jobs: JobRegistry;
   readonly batches: BatchLifecycle;
@@ -104,6 +106,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsCo
   const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }));
   lifecycle.opened('the projector', () => projector.stop());
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
+  const history = new HistoryQueries(readModels, eventStore);
   return {
     readModels,
     projector,
@@ -111,7 +114,8 @@ function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsCo
     batchesQueries: new BatchesQueries(readModels, projector),
     jobsQueries: new JobsQueries(readModels),
     weightsQueries: new WeightsQueries(readModels),
-    history: new HistoryQueries(readModels, eventStore),
+    history,
+    historyFeed: new HistoryFeed(history, projector),
     files: new FileRegistry({ eventStore, blobStore, projector, clock, log: logger }),
     jobs,
     batches: new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger }),

@@ -1,18 +1,29 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { HistoryFeed } from '../../../projections/history-feed.js';
 import type { HistoryQueries } from '../../../projections/history-projection.js';
+import { FINAL_STATUSES, isBatchEventType, statusAfter } from '../../domain/batch.js';
 import { positionToString } from '../../event-store/event-store.js';
 import type { RecordedEvent } from '../../event-store/event-store.js';
 import { invalidRequest, notFound } from '../api-error.js';
+import type { HttpTimeouts } from '../../config.js';
 import { httpSchema } from '../../schemas.js';
+import { EventStreamResponse } from '../event-stream.js';
 
 export interface HistoryRouteDeps {
   readonly history: HistoryQueries;
+  readonly historyFeed: HistoryFeed;
+  readonly timeouts?: Pick<HttpTimeouts, 'eventStreamHeartbeatMs'>;
 }
 
 function withoutSecret(data: Record<string, unknown>): Record<string, unknown> {
   const { secret: _secret, ...rest } = data;
   return rest;
 }
+
+const EVENT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The batch's last event: once it is sent, nothing more of the batch's own comes. */
+const endsTheBatch = (type: string) => isBatchEventType(type) && FINAL_STATUSES.includes(statusAfter(type) ?? 'validating');
 
 function historyEvent(event: RecordedEvent) {
   return {
@@ -37,8 +48,21 @@ function historyEvent(event: RecordedEvent) {
  * syncs, oldest first, paginated like the other lists.
  */
 export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDeps): void {
-  const querystring = httpSchema('HistoryQuery');
   const response = { 200: httpSchema('HistoryList') };
+  // The batch's history also answers as a stream: the description lists both media types.
+  const streamDocs = {
+    openapi: {
+      responses: {
+        200: {
+          description: 'A page of events; with stream=true, server-sent events (id: the event id, event: its type, data: the event as one item of the list), a heartbeat comment every 15 s, closed after the terminal event',
+          content: {
+            'application/json': { schema: httpSchema('HistoryList') },
+            'text/event-stream': { schema: { type: 'string', description: 'id: <event id>\\nevent: <type>\\ndata: <HistoryEvent as JSON>\\n\\n, repeated' } },
+          },
+        },
+      },
+    },
+  };
 
   const page = async (subject: string, query: { limit: number; after?: string }, missing: () => Error) => {
     const found = await deps.history.page(subject, query.limit, query.after);
@@ -47,19 +71,66 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
     return { object: 'list' as const, data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: found.hasMore };
   };
 
+  const open = new Set<EventStreamResponse>();
+  // A stream lasts as long as its batch: the server ends them when it stops, or it would wait.
+  app.addHook('preClose', async () => {
+    for (const stream of open) stream.end();
+  });
+
+  /**
+   * The batch's history as server-sent events, from the cursor (Last-Event-ID, else `after`, else
+   * the start) until its terminal event. A wrong cursor is refused in the envelope before the
+   * stream starts.
+   */
+  const streamBatch = async (request: FastifyRequest, reply: FastifyReply, batchId: string, after: string | undefined) => {
+    // An empty Last-Event-ID is what a client that received nothing yet may send: the start.
+    const lastEventId = request.headers['last-event-id'] || undefined;
+    if (typeof lastEventId === 'string' && !EVENT_ID.test(lastEventId)) throw invalidRequest(`Last-Event-ID must be an event id (a UUID) of this batch, not ${JSON.stringify(lastEventId.slice(0, 64))}`, 'Last-Event-ID');
+    const cursor = typeof lastEventId === 'string' ? lastEventId : after;
+    const subject = `batch:${batchId}`;
+    if (!deps.history.knows(subject)) throw notFound(`No such batch: ${batchId}`, 'batch_id');
+    if (cursor !== undefined && !deps.history.knows(subject, cursor)) {
+      throw cursor === lastEventId
+        ? invalidRequest(`No event with id ${cursor} (Last-Event-ID) in this history to resume after`, 'Last-Event-ID')
+        : invalidRequest(`No event with id ${cursor} in this history to list after`, 'after');
+    }
+    const stream = new EventStreamResponse(reply, deps.timeouts?.eventStreamHeartbeatMs);
+    open.add(stream);
+    try {
+      for await (const events of deps.historyFeed.follow(subject, cursor, stream.closed)) {
+        const end = events.findIndex((event) => endsTheBatch(event.type));
+        const sent = end < 0 ? events : events.slice(0, end + 1);
+        await stream.send(sent.map((event) => ({ id: event.id, event: event.type, data: historyEvent(event) })));
+        if (end >= 0) break;
+      }
+    } catch (error) {
+      // The answer has started: all that is left to do is log and close.
+      request.log.error({ err: error, batch_id: batchId }, 'event stream stopped');
+    } finally {
+      open.delete(stream);
+      stream.end();
+    }
+  };
+
   const histories = [
-    { path: '/v1/batches/:batch_id/events', param: 'batch_id', params: 'BatchIdParams', subject: 'batch', summary: "A batch's history: every event, line outcomes included", missing: 'No such batch' },
-    { path: '/v1/files/:file_id/events', param: 'file_id', params: 'FileIdParams', subject: 'file', summary: "A file's history", missing: 'No such file' },
-    { path: '/mgmt/v1/webhooks/:webhook_id/events', param: 'webhook_id', params: 'WebhookIdParams', subject: 'webhook', summary: "A webhook's history: its registration and every delivery attempt", missing: 'No such webhook' },
-    { path: '/mgmt/v1/weights/:model/events', param: 'model', params: 'ModelParams', subject: 'weights', summary: "A model's weight-sync history", missing: 'No weight-sync history for model' },
+    { path: '/v1/batches/:batch_id/events', param: 'batch_id', params: 'BatchIdParams', query: 'BatchHistoryQuery', subject: 'batch', summary: "A batch's history: every event, line outcomes included; with stream=true, live as server-sent events", missing: 'No such batch' },
+    { path: '/v1/files/:file_id/events', param: 'file_id', params: 'FileIdParams', query: 'HistoryQuery', subject: 'file', summary: "A file's history", missing: 'No such file' },
+    { path: '/mgmt/v1/webhooks/:webhook_id/events', param: 'webhook_id', params: 'WebhookIdParams', query: 'HistoryQuery', subject: 'webhook', summary: "A webhook's history: its registration and every delivery attempt", missing: 'No such webhook' },
+    { path: '/mgmt/v1/weights/:model/events', param: 'model', params: 'ModelParams', query: 'HistoryQuery', subject: 'weights', summary: "A model's weight-sync history", missing: 'No weight-sync history for model' },
   ] as const;
   for (const history of histories) {
     const security = history.path.startsWith('/mgmt/') ? { security: [{ bearer: [] }] } : {};
     app.get(
       history.path,
-      { schema: { summary: history.summary, tags: ['audit'], ...security, params: httpSchema(history.params), querystring, response } },
-      async (request) => {
+      {
+        schema: { summary: history.summary, tags: ['audit'], ...security, params: httpSchema(history.params), querystring: httpSchema(history.query), response },
+        ...(history.subject === 'batch' ? { config: streamDocs } : {}),
+      },
+      async (request, reply) => {
         const id = (request.params as Record<string, string>)[history.param]!;
+        const query = request.query as { limit: number; after?: string; stream?: string };
+        // A HEAD asks for the headers only: it gets the list's, not a stream held open to the batch's end.
+        if (history.subject === 'batch' && query.stream === 'true' && request.method === 'GET') return streamBatch(request, reply, id, query.after);
         return page(`${history.subject}:${id}`, request.query as { limit: number; after?: string }, () => notFound(`${history.missing}: ${id}`, history.param));
       },
     );
