@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { type Logger, pino } from 'pino';
+import type { Logger } from 'pino';
 import type { BlobDebrisSweeper } from '../processors/blob-debris-sweeper.js';
 import type { EventRelay } from '../processors/event-relay.js';
 import type { FileExpirySweeper } from '../processors/file-expiry-sweeper.js';
@@ -13,6 +13,7 @@ import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import type { Fleet } from './engine/fleet.js';
 import type { EventStore } from './event-store/event-store.js';
 import type { MessageLog } from './message-log/message-log.js';
+import { createLogger } from './log-format.js';
 import { Metrics } from './metrics.js';
 import { openAdapters, prepareDataDir } from './wiring/adapters.js';
 import { listen, openHttpServer } from './wiring/http-server.js';
@@ -76,7 +77,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const { config } = options;
   const roles = resolveRoles(config, options.roles);
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ?? pino({ level: config.logLevel });
+  const logger = options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat });
   prepareDataDir(config.dataDir);
   const apiKey = roles.has('api') ? resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`))) : '';
   const configuredJobs = roles.has('api') ? readConfiguredJobs(config) : [];
