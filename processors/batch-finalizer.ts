@@ -41,6 +41,8 @@ export class BatchFinalizer {
       files: FileRegistry;
       clock: Clock;
       log: Pick<Logger, 'info'>;
+      /** Told of each finished batch's margin: its deadline minus its completion, in seconds. */
+      onFinished?: (deadlineMarginSeconds: number | undefined) => void;
     },
   ) {}
 
@@ -62,7 +64,14 @@ export class BatchFinalizer {
       { type: 'FinishBatch', at: this.deps.clock.nowSeconds(), output_file_id: outputFileId, error_file_id: errorFileId },
       CORRELATION,
     );
-    this.deps.log.info({ batch_id: batchId, output_file_id: outputFileId, error_file_id: errorFileId }, 'batch finalized');
+    const finishedAt = this.deps.clock.nowSeconds();
+    const margin = batch.expires_at === null ? undefined : batch.expires_at - finishedAt;
+    this.deps.onFinished?.(margin);
+    const took = finishedAt - batch.created_at;
+    this.deps.log.info(
+      { batch_id: batchId, status: this.deps.queries.get(batchId)?.status, lines: batch.completed + batch.failed, completed: batch.completed, failed: batch.failed, took_seconds: took, deadline_margin_seconds: margin ?? null, output_file_id: outputFileId, error_file_id: errorFileId },
+      `batch finished: ${batch.completed} of ${batch.completed + batch.failed} lines completed, ${batch.failed} failed, in ${took}s`,
+    );
   }
 
   private async writeFile(batch: BatchRow, kind: 'output' | 'error'): Promise<string> {

@@ -158,6 +158,11 @@ export class EventRelay {
     },
   ) {}
 
+  /** Where the relay's checkpoint is: every event up to it is published. */
+  publishedUpTo(): Position | undefined {
+    return this.deps.checkpoint.load();
+  }
+
   start(): void {
     const after = this.deps.checkpoint.load();
     this.deps.log.info({ from: after ? positionToString(after) : 'start', to: this.deps.messageLog.description }, 'relay starting');

@@ -18,6 +18,13 @@ const CORRELATION = { correlationId: 'weight-syncer' };
  * recording each result through the WeightSync application service. Driven by the weights read
  * model like the batch pipeline: a restart picks every sync up where the log left it.
  */
+export type WeightSyncStep = 'validate' | 'transfer' | 'reload';
+
+export interface WeightSyncObserver {
+  stepDone(step: WeightSyncStep, seconds: number): void;
+  attemptFailed(step: 'upload' | 'reload'): void;
+}
+
 export class WeightSyncer {
   private readonly busy = new Set<string>();
   private readonly notBefore = new Map<string, number>();
@@ -25,6 +32,11 @@ export class WeightSyncer {
   private readonly servedPaths = new Map<string, string>();
   private stopped = false;
   private source: Promise<S3CheckpointSource> | undefined;
+
+  private timed<T>(step: WeightSyncStep, work: () => Promise<T>): Promise<T> {
+    const startedAt = performance.now();
+    return work().finally(() => this.deps.observer?.stepDone(step, (performance.now() - startedAt) / 1000));
+  }
 
   constructor(
     private readonly deps: {
@@ -37,6 +49,8 @@ export class WeightSyncer {
       openSource: () => Promise<S3CheckpointSource>;
       /** Delay before a failed step's next attempt (doubled each time). */
       retryDelayMs: number;
+      /** Told how long each step took and of each failed attempt (for the metrics). */
+      observer?: WeightSyncObserver;
     },
   ) {}
 
@@ -84,6 +98,7 @@ export class WeightSyncer {
   private async failAttempt(row: WeightSyncRow, step: 'upload' | 'reload', error: unknown): Promise<void> {
     const message = error instanceof Error ? error.message : String(error);
     this.deps.log.warn({ model: row.model, step, err: error }, 'weight sync attempt failed');
+    this.deps.observer?.attemptFailed(step);
     this.notBefore.set(row.model, Date.now() + this.deps.retryDelayMs * 2 ** row.attempt);
     await this.deps.weightSync.record(row.model, { type: 'RecordAttemptFailed', syncId: row.sync_id!, step, error: message, at: this.deps.clock.nowSeconds() }, CORRELATION);
   }
@@ -96,19 +111,20 @@ export class WeightSyncer {
     try {
       this.source ??= this.deps.openSource();
       const source = await this.source;
-      const remote = await source.describe(location.bucket, location.prefix);
-      const state = await this.deps.weightSync.state(row.model);
-      const serving = servingManifest(pool) ?? state.serving ?? undefined;
-      if (serving) {
-        const reasons = rejectionReasons(hotSwapDifferences(serving, remote.manifest));
-        if (reasons.length > 0) {
-          await this.deps.weightSync.record(row.model, { type: 'RecordRejected', syncId, differences: reasons, at: this.deps.clock.nowSeconds() }, CORRELATION);
-          return;
-        }
+      const checked = await this.timed('validate', async () => {
+        const remote = await source.describe(location.bucket, location.prefix);
+        const state = await this.deps.weightSync.state(row.model);
+        const serving = servingManifest(pool) ?? state.serving ?? undefined;
+        return { remote, reasons: serving ? rejectionReasons(hotSwapDifferences(serving, remote.manifest)) : [] };
+      });
+      const { remote, reasons } = checked;
+      if (reasons.length > 0) {
+        await this.deps.weightSync.record(row.model, { type: 'RecordRejected', syncId, differences: reasons, at: this.deps.clock.nowSeconds() }, CORRELATION);
+        return;
       }
       await this.deps.weightSync.record(row.model, { type: 'RecordValidated', syncId, shards: remote.files, manifest: remote.manifest, at: this.deps.clock.nowSeconds() }, CORRELATION);
       const path = join(this.deps.stagingDir, row.model.replace(/[^A-Za-z0-9._-]/g, '_'), syncId);
-      const files = await source.transfer(location.bucket, location.prefix, remote.files, path);
+      const files = await this.timed('transfer', () => source.transfer(location.bucket, location.prefix, remote.files, path));
       await this.deps.weightSync.record(row.model, { type: 'RecordStaged', staged: { sync_id: syncId, location: row.location!, path, files, staged_at: this.deps.clock.nowSeconds() } }, CORRELATION);
       this.deps.log.info({ model: row.model, sync_id: syncId, files: files.length }, 'checkpoint staged');
     } catch (error) {
@@ -121,6 +137,10 @@ export class WeightSyncer {
   }
 
   private async reload(row: WeightSyncRow): Promise<void> {
+    await this.timed('reload', () => this.reloadReplicas(row));
+  }
+
+  private async reloadReplicas(row: WeightSyncRow): Promise<void> {
     const pool = this.deps.fleet.engineFor(row.model);
     if (!pool || !row.sync_id) return;
     const syncId = row.sync_id;

@@ -233,6 +233,11 @@ export class BatchesQueries {
     return statement(this.db, 'SELECT * FROM batches WHERE id = ?').get(batchId) as BatchRow | undefined;
   }
 
+  /** How many batches are in each status. */
+  countByStatus(): Array<{ status: string; count: number }> {
+    return statement(this.db, 'SELECT status, COUNT(*) AS count FROM batches GROUP BY status').all() as Array<{ status: string; count: number }>;
+  }
+
   /**
    * Whether the batch is winding down (undefined: no such batch). The runner asks before every
    * line it sends, so the answer is kept until the next batch event is projected: only those

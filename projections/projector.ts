@@ -160,6 +160,11 @@ export class Projector {
   }
 
   /** Resolves once the read models hold the log as it was when the projector started. */
+  /** Each projection's checkpoint: it holds every event up to there. */
+  checkpointsByProjection(): Array<{ projection: string; position: Position | undefined }> {
+    return [...this.checkpoints].map(([projection, position]) => ({ projection, position }));
+  }
+
   whenCaughtUp(): Promise<void> {
     if (this.caughtUp) return Promise.resolve();
     return new Promise((resolve) => this.caughtUpWaiters.push(resolve));

@@ -21,6 +21,10 @@ export interface Config {
   readonly blobsDir: string;
   readonly s3: { readonly region: string | undefined; readonly endpoint: string | undefined; readonly forcePathStyle: boolean };
   readonly logLevel: string;
+  /** `pretty`: readable lines; `json`: one JSON object a line. Default: pretty on a terminal, json elsewhere. */
+  readonly logFormat: 'pretty' | 'json' | undefined;
+  /** Serves /metrics on this port only (undefined: on the main port). */
+  readonly metricsPort: number | undefined;
   /** How often expired files are looked for. */
   readonly fileSweepIntervalSeconds: number;
   /** How often the blob store is swept for debris of uploads cut short. */
@@ -182,6 +186,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
 
   const logLevel = value('LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
+  const logFormatRaw = value('LOG_FORMAT');
+  if (logFormatRaw !== undefined && logFormatRaw !== 'pretty' && logFormatRaw !== 'json') problems.push(`LOG_FORMAT must be pretty or json, got ${JSON.stringify(logFormatRaw)}`);
+  const logFormat = logFormatRaw === 'pretty' || logFormatRaw === 'json' ? logFormatRaw : undefined;
+  const metricsPort = value('METRICS_PORT') === undefined ? undefined : integer('METRICS_PORT', 0, 0, 65535);
 
   const fileSweepIntervalSeconds = integer('FILE_SWEEP_INTERVAL_SECONDS', 60, 1, 86400);
   const blobSweepIntervalSeconds = integer('BLOB_SWEEP_INTERVAL_SECONDS', 3600, 1, 7 * 86400);
@@ -245,6 +253,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     blobsDir,
     s3: { region: value('AWS_REGION') ?? value('AWS_DEFAULT_REGION'), endpoint, forcePathStyle: forcePathStyleRaw === 'true' },
     logLevel,
+    logFormat,
+    metricsPort,
     fileSweepIntervalSeconds,
     blobSweepIntervalSeconds,
     blobDebrisGraceSeconds,

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { type Logger, pino } from 'pino';
+import type { Logger } from 'pino';
 import type { BlobDebrisSweeper } from '../processors/blob-debris-sweeper.js';
 import type { EventRelay } from '../processors/event-relay.js';
 import type { FileExpirySweeper } from '../processors/file-expiry-sweeper.js';
@@ -13,8 +13,11 @@ import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import type { Fleet } from './engine/fleet.js';
 import type { EventStore } from './event-store/event-store.js';
 import type { MessageLog } from './message-log/message-log.js';
+import { createLogger } from './log-format.js';
+import { Metrics } from './metrics.js';
 import { openAdapters, prepareDataDir } from './wiring/adapters.js';
 import { listen, openHttpServer } from './wiring/http-server.js';
+import { openMetricsServer } from './wiring/metrics-wiring.js';
 import { Lifecycle } from './wiring/lifecycle.js';
 import { ProcessParts, readConfiguredJobs, reserveConfiguredJobs } from './wiring/parts.js';
 import { readinessReport } from './wiring/readiness.js';
@@ -55,6 +58,10 @@ export interface RunningService {
   readonly readModels: Database.Database | undefined;
   readonly projector: Projector | undefined;
   readonly fleet: Fleet | undefined;
+  /** This process's metrics registry. */
+  readonly metrics: Metrics;
+  /** Where /metrics is served: METRICS_PORT's server, or the main one. */
+  readonly metricsUrl: string;
   readonly relay: EventRelay | undefined;
   /** The file expiry sweeper, in a process with the API. */
   readonly sweeper: FileExpirySweeper | undefined;
@@ -70,21 +77,23 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const { config } = options;
   const roles = resolveRoles(config, options.roles);
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ?? pino({ level: config.logLevel });
+  const logger = options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat });
   prepareDataDir(config.dataDir);
   const apiKey = roles.has('api') ? resolveApiKey(config.apiKey, config.dataDir, options.announce ?? ((line) => process.stderr.write(`${line}\n`))) : '';
   const configuredJobs = roles.has('api') ? readConfiguredJobs(config) : [];
   const lifecycle = new Lifecycle();
+  const metrics = new Metrics();
   try {
-    const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore });
-    const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet });
-    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, expiryCheckMs: options.expiryCheckMs ?? 1000 });
+    const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
+    const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
+    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, expiryCheckMs: options.expiryCheckMs ?? 1000 });
     const readiness = readinessReport({ roles, config, logger, parts, workers });
-    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness });
+    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics });
     const { application, fleet } = parts.opened;
 
     // The HTTP server listens first, so /live and /ready answer while the read models catch up.
     const url = await listen(app, config);
+    const metricsUrl = config.metricsPort === undefined ? url : await openMetricsServer(metrics, config, config.metricsPort, lifecycle);
     await application?.projector.start();
     if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, logger);
     workers.startSweepers();
@@ -99,7 +108,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const { eventStore, blobStore, messageLog } = adapters;
     const { relay, sweeper, debrisSweeper } = workers;
     const [readModels, projector] = [application?.readModels, application?.projector];
-    return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet: fleet?.fleet, relay, sweeper, debrisSweeper, waitingFor: () => lifecycle.waitingFor(), close: () => lifecycle.stop() };
+    return { url, apiKey, roles: [...roles], app, eventStore, blobStore, messageLog, readModels, projector, fleet: fleet?.fleet, metrics, metricsUrl: `${metricsUrl}/metrics`, relay, sweeper, debrisSweeper, waitingFor: () => lifecycle.waitingFor(), close: () => lifecycle.stop() };
   } catch (error) {
     await lifecycle.stop().catch(() => undefined);
     throw error;

@@ -136,6 +136,16 @@ describe('deploy/ manifests', () => {
     for (const container of compose) expect(container.readiness, container.where).toContain('/ready');
   });
 
+  it('annotate every Spool pod for Prometheus to scrape /metrics on its HTTP port', () => {
+    for (const workload of kubernetesDocuments.filter((d) => (d.kind === 'Deployment' || d.kind === 'StatefulSet') && d.spec.template.spec.containers.some((c: any) => c.image === SPOOL_IMAGE))) {
+      const annotations = workload.spec.template.metadata.annotations ?? {};
+      const port = workload.spec.template.spec.containers.find((c: any) => c.image === SPOOL_IMAGE).ports?.[0]?.containerPort;
+      expect(annotations['prometheus.io/scrape'], workload.metadata.name).toBe('true');
+      expect(annotations['prometheus.io/path'], workload.metadata.name).toBe('/metrics');
+      expect(annotations['prometheus.io/port'], workload.metadata.name).toBe(String(port));
+    }
+  });
+
   it('describe a fleet the service accepts', () => {
     const directory = tempDir('fleet');
     const texts = [read('deploy/fleet.json'), ...kubernetes.fleetJson];

@@ -23,7 +23,11 @@ interface KnownChunk {
 export class LineOutcomeLog {
   private readonly known = new Map<string, KnownChunk>();
 
-  constructor(private readonly eventStore: EventStore) {}
+  constructor(
+    private readonly eventStore: EventStore,
+    /** Told of the outcomes this process recorded first (for the metrics). */
+    private readonly onRecorded: (batchId: string, recorded: readonly LineOutcome[]) => void = () => undefined,
+  ) {}
 
   async read(batchId: string, chunk: number): Promise<RecordedEvent[]> {
     const events: RecordedEvent[] = [];
@@ -49,11 +53,13 @@ export class LineOutcomeLog {
         known.revision = event.revision;
       }
       const fresh: NewEvent[] = [];
+      const freshOutcomes: LineOutcome[] = [];
       const taken = new Set<string>();
       for (const outcome of outcomes) {
         const id = lineOutcomeEventId(batchId, outcome.data.line);
         if (known.ids.has(id) || taken.has(id)) continue;
         taken.add(id);
+        freshOutcomes.push(outcome);
         fresh.push({ id, type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
       }
       if (fresh.length === 0) return 0;
@@ -64,6 +70,7 @@ export class LineOutcomeLog {
         // earlier ones may sit after events this process has not read yet.
         const next = (known.revision ?? -1n) + BigInt(fresh.length);
         if (appended.nextExpectedRevision === next) known.revision = next;
+        this.onRecorded(batchId, freshOutcomes);
         return fresh.length;
       } catch (error) {
         // Another writer appended to the chunk (some of these very lines, perhaps): read it and retry.

@@ -15,6 +15,11 @@ export class Fleet implements EngineDirectory {
     return this.pools.get(model) ?? this.fallback;
   }
 
+  /** Every pool with the model it serves ("*" for the ENGINE_BASE_URL engine). */
+  allPools(): Array<{ model: string; pool: ReplicaPool }> {
+    return [...[...this.pools].map(([model, pool]) => ({ model, pool })), ...(this.fallback ? [{ model: '*', pool: this.fallback }] : [])];
+  }
+
   models(): string[] {
     return [...this.pools.keys()];
   }

@@ -3,6 +3,7 @@ import type { TextDelta } from './builtin/builtin-engine.js';
 import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './image-resolver.js';
 import type { Replica } from './replica.js';
+import type { ServiceClass } from './urgency.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduler.js';
 
 export interface PoolSettings {
@@ -48,6 +49,7 @@ export class ReplicaPool implements InferenceEngine {
   private readonly members: Member[];
   private readonly scheduler = new FleetScheduler<Waiting>();
   private nextId = 0;
+  private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
 
   constructor(
     readonly model: string,
@@ -85,6 +87,11 @@ export class ReplicaPool implements InferenceEngine {
   /** Requests waiting and in flight, by service class. */
   load() {
     return { queued: this.scheduler.queued(), inFlight: this.scheduler.inFlight() };
+  }
+
+  /** Called after each engine request (each attempt), with how long the replica took. */
+  onRequestDone(listener: (serviceClass: ServiceClass, seconds: number) => void): void {
+    this.answeredListeners.push(listener);
   }
 
   async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
@@ -126,6 +133,7 @@ export class ReplicaPool implements InferenceEngine {
       } finally {
         this.scheduler.complete(id, answered);
         member.capacity.record({ startedAt, latencyMs: Date.now() - startedAt, outcome, inFlight });
+        for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', (Date.now() - startedAt) / 1000);
         this.dispatch();
       }
       if (attempt < this.settings.maxAttempts) {

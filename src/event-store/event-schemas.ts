@@ -61,3 +61,23 @@ export class SchemaCheckedEventStore implements EventStore {
   subscribeToAll: EventStore['subscribeToAll'] = (options, handler) => this.inner.subscribeToAll(options, handler);
   close: EventStore['close'] = () => this.inner.close();
 }
+
+/** Reports how long each append takes (for the metrics), whatever its end. */
+export class AppendTimedEventStore implements EventStore {
+  constructor(private readonly inner: EventStore, private readonly observe: (seconds: number) => void) {}
+
+  async appendToStream(streamName: string, events: readonly NewEvent[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult> {
+    const startedAt = performance.now();
+    try {
+      return await this.inner.appendToStream(streamName, events, options);
+    } finally {
+      this.observe((performance.now() - startedAt) / 1000);
+    }
+  }
+
+  readStream: EventStore['readStream'] = (streamName, options) => this.inner.readStream(streamName, options);
+  readAll: EventStore['readAll'] = (options) => this.inner.readAll(options);
+  headPosition: EventStore['headPosition'] = () => this.inner.headPosition();
+  subscribeToAll: EventStore['subscribeToAll'] = (options, handler) => this.inner.subscribeToAll(options, handler);
+  close: EventStore['close'] = () => this.inner.close();
+}

@@ -28,6 +28,8 @@ export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps
   readonly logger: Logger;
   readonly apiKey: string;
   readonly timeouts?: HttpTimeouts;
+  /** Hooks and routes the process adds (its metrics), after the error handling and before the routes. */
+  readonly installBeforeRoutes?: (app: FastifyInstance) => void;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -94,6 +96,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     },
   });
 
+  deps.installBeforeRoutes?.(app);
   registerSystemRoutes(app, deps, openapi);
   registerFileRoutes(app, deps);
   registerBatchRoutes(app, deps);
@@ -121,7 +124,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
 }
 
 /** A processor's HTTP server: only /live, /ready and /openapi.json, for health probes. */
-export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger; readonly timeouts?: HttpTimeouts }): Promise<FastifyInstance> {
+export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger; readonly timeouts?: HttpTimeouts; readonly installBeforeRoutes?: (app: FastifyInstance) => void }): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     disableRequestLogging: true,
@@ -133,6 +136,7 @@ export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: 
   const openapi = new OpenApiDocument({ title: 'Spool processor', version: SERVICE_VERSION, description: 'Health of one Spool processor.' });
   app.addHook('onRoute', (route) => openapi.register(route));
   installErrorHandling(app);
+  deps.installBeforeRoutes?.(app);
   registerSystemRoutes(app, deps, openapi);
   return app;
 }

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { LocalBlobStore } from '../blob-store/local-blob-store.js';
 import type { Config } from '../config.js';
-import { EventSchemas, SchemaCheckedEventStore } from '../event-store/event-schemas.js';
+import { AppendTimedEventStore, EventSchemas, SchemaCheckedEventStore } from '../event-store/event-schemas.js';
+import type { Metrics } from '../metrics.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { SqliteEventStore } from '../event-store/sqlite-event-store.js';
 import { EmbeddedMessageLog } from '../message-log/embedded-message-log.js';
@@ -53,10 +54,12 @@ export interface Adapters {
  * Opens the event store, the blob store and the message log. A production event store or Kafka
  * cluster that is still away is waited for until the start-up deadline (STARTUP_TIMEOUT_SECONDS).
  */
-export async function openAdapters(context: { config: Config; logger: Logger; lifecycle: Lifecycle; eventStore?: EventStore | undefined }): Promise<Adapters> {
+export async function openAdapters(context: { config: Config; logger: Logger; lifecycle: Lifecycle; eventStore?: EventStore | undefined; metrics?: Metrics }): Promise<Adapters> {
   const { config, logger, lifecycle } = context;
   const deadline: StartupDeadline = { at: Date.now() + config.startupTimeoutSeconds * 1000, setting: `STARTUP_TIMEOUT_SECONDS=${config.startupTimeoutSeconds}` };
-  const eventStore = context.eventStore ?? (await openEventStore(config));
+  const opened = context.eventStore ?? (await openEventStore(config));
+  const appendDuration = context.metrics?.eventStoreAppendDuration;
+  const eventStore = appendDuration ? new AppendTimedEventStore(opened, (seconds) => appendDuration.observe(seconds)) : opened;
   lifecycle.opened('the event store', () => eventStore.close());
   if (config.eventStoreUrl && !context.eventStore) {
     await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });

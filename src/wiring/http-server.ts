@@ -6,7 +6,9 @@ import type { UploadLimits } from '../domain/file.js';
 import { buildHealthApp, buildHttpApp } from '../http/app.js';
 import type { ReadinessReport } from '../http/routes/system.js';
 import { ExitCode, StartupFailure } from '../startup-failure.js';
+import type { Metrics } from '../metrics.js';
 import type { Lifecycle } from './lifecycle.js';
+import { installHttpMetrics } from './metrics-wiring.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 
@@ -17,16 +19,16 @@ import type { Role } from './roles.js';
  */
 export async function openHttpServer(
   roles: ReadonlySet<Role>,
-  context: { config: Config; clock: Clock; logger: Logger; apiKey: string; limits: UploadLimits; parts: ProcessParts; lifecycle: Lifecycle; readiness: () => ReadinessReport },
+  context: { config: Config; clock: Clock; logger: Logger; apiKey: string; limits: UploadLimits; parts: ProcessParts; lifecycle: Lifecycle; readiness: () => ReadinessReport; metrics: Metrics },
 ): Promise<FastifyInstance> {
-  const { config, clock, logger, apiKey, limits, parts, lifecycle, readiness } = context;
+  const { config, clock, logger, apiKey, limits, parts, lifecycle, readiness, metrics } = context;
   let app: FastifyInstance;
   if (roles.has('api')) {
     const { files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, weightSync, weightsQueries, webhooks, webhooksQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    app = await buildHttpApp({ logger, apiKey, files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, clock, limits, readiness, timeouts: config.http });
+    app = await buildHttpApp({ logger, apiKey, files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => installHttpMetrics(built, metrics, config.metricsPort === undefined) });
   } else {
-    app = await buildHealthApp({ logger, readiness, timeouts: config.http });
+    app = await buildHealthApp({ logger, readiness, timeouts: config.http, installBeforeRoutes: (built) => installHttpMetrics(built, metrics, config.metricsPort === undefined) });
   }
 
   // Requests being answered, for a stop that says what it waits for.

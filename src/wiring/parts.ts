@@ -29,6 +29,8 @@ import { ExitCode, StartupFailure, asConfigurationFailure } from '../startup-fai
 import type { Adapters } from './adapters.js';
 import { inDataDir } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import { countLineOutcomes, observeFleet, observeReadModels, weightSyncObserver } from './metrics-wiring.js';
 
 /** The read models, their queries and the application services: every role but the relay works on them. */
 export interface ApplicationParts {
@@ -70,6 +72,7 @@ export interface PartsContext {
   readonly lifecycle: Lifecycle;
   /** A fleet to use instead of the configured one (embedding, tests). */
   readonly fleet?: Fleet | undefined;
+  readonly metrics: Metrics;
 }
 
 /**
@@ -99,7 +102,7 @@ export class ProcessParts {
   }
 }
 
-function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsContext): ApplicationParts {
+function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }: PartsContext): ApplicationParts {
   const { eventStore, blobStore } = adapters;
   const readModels = inDataDir(config.dataDir, () => openReadModelStore(join(config.dataDir, 'read-models.sqlite')));
   lifecycle.opened('the read models', () => readModels.close());
@@ -107,11 +110,13 @@ function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsCo
   lifecycle.opened('the projector', () => projector.stop());
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
   const history = new HistoryQueries(readModels, eventStore);
+  const batchesQueries = new BatchesQueries(readModels, projector);
+  observeReadModels(metrics, batchesQueries, projector, eventStore);
   return {
     readModels,
     projector,
     filesQueries: new FilesQueries(readModels),
-    batchesQueries: new BatchesQueries(readModels, projector),
+    batchesQueries,
     jobsQueries: new JobsQueries(readModels),
     weightsQueries: new WeightsQueries(readModels),
     history,
@@ -119,7 +124,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle }: PartsCo
     files: new FileRegistry({ eventStore, blobStore, projector, clock, log: logger }),
     jobs,
     batches: new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger }),
-    outcomes: new LineOutcomeLog(eventStore),
+    outcomes: new LineOutcomeLog(eventStore, countLineOutcomes(metrics, batchesQueries, clock)),
     weightSync: new WeightSync({ eventStore, projector, clock, log: logger }),
     webhooks: new WebhookRegistry({ eventStore, projector, clock, log: logger }),
     webhooksQueries: new WebhooksQueries(readModels),
@@ -130,6 +135,7 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
   const { config, clock, logger, lifecycle } = context;
   const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(config, logger.child({ component: 'images' }))));
   lifecycle.opened('the fleet', () => fleet.stop());
+  observeFleet(context.metrics, fleet);
   const weightSyncer = new WeightSyncer({
     weightSync: application.weightSync,
     queries: application.weightsQueries,
@@ -142,6 +148,7 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
       return new S3CheckpointSource(createS3Client(config.s3));
     },
     retryDelayMs: config.weightSyncRetryMs,
+    observer: weightSyncObserver(context.metrics),
   });
   lifecycle.opened('the weight syncer', () => weightSyncer.stop());
   const restore = async () => {

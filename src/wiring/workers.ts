@@ -16,6 +16,8 @@ import type { Config } from '../config.js';
 import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../message-log/topics.js';
 import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import { observeRelay } from './metrics-wiring.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 
@@ -26,6 +28,7 @@ export interface WorkerContext {
   readonly adapters: Adapters;
   readonly parts: ProcessParts;
   readonly lifecycle: Lifecycle;
+  readonly metrics: Metrics;
   /** How often the finalizer looks at the clock for batches past expires_at. */
   readonly expiryCheckMs: number;
 }
@@ -83,9 +86,9 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, parts, lifecycle, expiryCheckMs }) => {
+  finalizer: async ({ config, clock, logger, parts, lifecycle, metrics, expiryCheckMs }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
-    const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }) });
+    const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }), onFinished: (margin) => margin !== undefined && metrics.batchDeadlineMargin.observe(margin) });
     // Time is not an event: the finalizers start the expiry of overdue batches.
     const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
     lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());
@@ -170,7 +173,10 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         log: logger.child({ component: 'relay' }),
       })
     : undefined;
-  if (relay) lifecycle.opened('the relay', () => relay.stop());
+  if (relay) {
+    lifecycle.opened('the relay', () => relay.stop());
+    observeRelay(context.metrics, relay, eventStore);
+  }
 
   let messagingStarted = false;
   return {

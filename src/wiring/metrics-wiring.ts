@@ -1,0 +1,114 @@
+import { createServer } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import type { WeightSyncObserver } from '../../processors/weight-syncer.js';
+import type { BatchesQueries } from '../../projections/batches-projection.js';
+import type { Projector } from '../../projections/projector.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { LineOutcome } from '../domain/line-outcome.js';
+import type { Fleet } from '../engine/fleet.js';
+import type { EventStore, Position } from '../event-store/event-store.js';
+import { type Metrics, statusClass } from '../metrics.js';
+import { ExitCode, StartupFailure } from '../startup-failure.js';
+import type { Lifecycle } from './lifecycle.js';
+
+/** Lag is counted up to this many events: past it, the number says "at least". */
+const LAG_COUNT_CAP = 10_000;
+
+const SERVICE_CLASSES = ['interactive', 'batch', 'background'] as const;
+
+/** Events in the log after `position` (all of them when undefined), up to the cap. */
+async function eventsAfter(eventStore: EventStore, position: Position | undefined): Promise<number> {
+  return (await eventStore.readAll({ ...(position ? { after: position } : {}), maxCount: LAG_COUNT_CAP })).length;
+}
+
+/** Batches per status and each projection's lag, read when scraped. */
+export function observeReadModels(metrics: Metrics, batches: BatchesQueries, projector: Projector, eventStore: EventStore): void {
+  metrics.readAtScrape('spool_batches', 'Batches in each status (read models)', ['status'], () => batches.countByStatus().map(({ status, count }) => ({ labels: { status }, value: count })));
+  metrics.readAtScrape('spool_projection_lag_events', 'Events in the log a projection has not applied yet', ['projection'], () =>
+    Promise.all(projector.checkpointsByProjection().map(async ({ projection, position }) => ({ labels: { projection }, value: await eventsAfter(eventStore, position) }))),
+  );
+}
+
+/** Events in the log the relay has not published yet, read when scraped. */
+export function observeRelay(metrics: Metrics, relay: { publishedUpTo(): Position | undefined }, eventStore: EventStore): void {
+  metrics.readAtScrape('spool_relay_lag_events', 'Events in the log the relay has not published to the message log yet', [], async () => [{ labels: {}, value: await eventsAfter(eventStore, relay.publishedUpTo()) }]);
+}
+
+/**
+ * The engines' load, queues and learned limits, read when scraped, and each request's duration.
+ * A replica is labelled by its configured id; the ENGINE_BASE_URL engine's replica, whose id is
+ * its URL, by a fixed name.
+ */
+export function observeFleet(metrics: Metrics, fleet: Fleet): void {
+  const pools = fleet.allPools();
+  for (const { model, pool } of pools) pool.onRequestDone((serviceClass, seconds) => metrics.engineRequestDuration.observe({ model, class: serviceClass }, seconds));
+  const byClass = (read: (load: ReturnType<(typeof pools)[number]['pool']['load']>) => Record<(typeof SERVICE_CLASSES)[number], number>) => () =>
+    pools.flatMap(({ model, pool }) => {
+      const counts = read(pool.load());
+      return SERVICE_CLASSES.map((serviceClass) => ({ labels: { model, class: serviceClass }, value: counts[serviceClass] }));
+    });
+  metrics.readAtScrape('spool_engine_requests_in_flight', 'Engine requests sent and not answered yet', ['model', 'class'], byClass((load) => load.inFlight));
+  metrics.readAtScrape('spool_scheduler_queue_depth', 'Requests waiting in the scheduler for an engine slot', ['model', 'class'], byClass((load) => load.queued));
+  metrics.readAtScrape('spool_engine_concurrency_limit', "Each replica's learned concurrency limit", ['model', 'replica'], () =>
+    pools.flatMap(({ model, pool }) => pool.state().map((replica, index) => ({ labels: { model, replica: model === '*' ? `engine-base-url-${index}` : replica.id }, value: replica.limit }))),
+  );
+}
+
+/** Counts the line outcomes this process recorded: lines, tokens, and lines past their batch's deadline. */
+export function countLineOutcomes(metrics: Metrics, batches: BatchesQueries, clock: Clock): (batchId: string, recorded: readonly LineOutcome[]) => void {
+  return (batchId, recorded) => {
+    const batch = batches.get(batchId);
+    const endpoint = batch?.endpoint ?? 'unknown';
+    const model = batch?.model ?? 'unknown';
+    for (const { type, data } of recorded) {
+      metrics.batchLines.inc({ outcome: type === 'LineCompleted' ? 'completed' : 'failed', endpoint });
+      if (data.usage.prompt_tokens > 0) metrics.tokens.inc({ kind: 'prompt', model }, data.usage.prompt_tokens);
+      if (data.usage.completion_tokens > 0) metrics.tokens.inc({ kind: 'completion', model }, data.usage.completion_tokens);
+    }
+    if (batch?.expires_at != null && clock.nowSeconds() > batch.expires_at) metrics.batchLinesAfterDeadline.inc(recorded.length);
+  };
+}
+
+export function weightSyncObserver(metrics: Metrics): WeightSyncObserver {
+  return {
+    stepDone: (step, seconds) => metrics.weightSyncStepDuration.observe({ step }, seconds),
+    attemptFailed: (step) => metrics.weightSyncFailures.inc({ step }),
+  };
+}
+
+/** Times every answered request by route pattern; serves /metrics here unless METRICS_PORT moves it. */
+export function installHttpMetrics(app: FastifyInstance, metrics: Metrics, serveExposition: boolean): void {
+  app.addHook('onResponse', async (request, reply) => {
+    // The route pattern, never the URL: ids in paths would make a series per batch.
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.httpRequestDuration.observe({ route, method: request.method, status: statusClass(reply.statusCode) }, reply.elapsedTime / 1000);
+  });
+  if (!serveExposition) return;
+  app.get('/metrics', { schema: { summary: 'Prometheus metrics of this process', tags: ['system'] } }, async (_request, reply) => {
+    const { contentType, body } = await metrics.exposition();
+    return reply.type(contentType).send(body);
+  });
+}
+
+/** METRICS_PORT: /metrics alone on a port of its own. Returns its URL. */
+export async function openMetricsServer(metrics: Metrics, config: Config, port: number, lifecycle: Lifecycle): Promise<string> {
+  const server = createServer((request, response) => {
+    if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
+      response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'Only GET /metrics is served on METRICS_PORT', type: 'invalid_request_error', param: null, code: 'not_found' } }));
+      return;
+    }
+    metrics.exposition().then(
+      ({ contentType, body }) => response.writeHead(200, { 'content-type': contentType }).end(body),
+      () => response.writeHead(500).end(),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) => reject(new StartupFailure(`METRICS_PORT ${port} on HOST ${config.host} cannot be listened on (${error.code})`, ExitCode.config, { cause: error })));
+    server.listen(port, config.host, resolve);
+  });
+  lifecycle.opened('the metrics server', () => new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections()));
+  const address = server.address();
+  const bound = typeof address === 'object' && address ? address.port : port;
+  return `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${bound}`;
+}
