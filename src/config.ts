@@ -58,6 +58,8 @@ export interface Config {
   readonly batchChunkLines: number;
   /** Chunks of batch work run at once by an inference processor (partitions it handles at once). */
   readonly batchParallelChunks: number;
+  /** How often a finalizer processor logs each running batch's progress; 0: never. */
+  readonly batchProgressLogSeconds: number;
   /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
   readonly weightSyncRetryMs: number;
   /** The first webhook retry's delay; each next one doubles (at most an hour), for up to 72 hours. */
@@ -226,6 +228,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   };
   const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
   const batchParallelChunks = integer('BATCH_PARALLEL_CHUNKS', 8, 1, 1024);
+  const batchProgressLogSeconds = integer('BATCH_PROGRESS_LOG_SECONDS', 5, 0, 86400);
 
   const startupTimeoutSeconds = integer('STARTUP_TIMEOUT_SECONDS', 60, 1, 86400);
   const shutdownTimeoutSeconds = integer('SHUTDOWN_TIMEOUT_SECONDS', 20, 1, 3600);
@@ -264,6 +267,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     images,
     batchChunkLines,
     batchParallelChunks,
+    batchProgressLogSeconds,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
     webhookRetryBaseMs: integer('WEBHOOK_RETRY_BASE_MS', 10_000, 1, 3_600_000),
     startupTimeoutSeconds,

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { BatchDeadlineWatch } from '../../processors/batch-deadline-watch.js';
+import { BatchProgressLog } from '../../processors/batch-progress-log.js';
 import { BatchExpiryWatch } from '../../processors/batch-expiry-watch.js';
 import { BatchFinalizer } from '../../processors/batch-finalizer.js';
 import { BatchRunner } from '../../processors/batch-runner.js';
@@ -95,6 +96,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     // ...and flag batches that, at their current rate, will miss their deadline.
     const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: expiryCheckMs });
     lifecycle.opened('the batch deadline watch', () => deadlineWatch.stop());
+    // ...and say in the logs how running batches are getting on.
+    const progressLog =
+      config.batchProgressLogSeconds > 0 ? new BatchProgressLog({ queries: batchesQueries, clock, log: logger.child({ component: 'batch-progress' }), intervalMs: config.batchProgressLogSeconds * 1000 }) : undefined;
+    if (progressLog) lifecycle.opened('the batch progress log', () => progressLog.stop());
     // The finalizers, which write batches' terminal events, also deliver them to webhooks.
     const { webhooks, webhooksQueries } = parts.application();
     const retryBaseMs = config.webhookRetryBaseMs;
@@ -106,6 +111,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       start: () => {
         expiryWatch.start();
         deadlineWatch.start();
+        progressLog?.start();
         deliverer.start();
       },
     };

@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
+import { type Logger, pino } from 'pino';
 import { waitForReady } from './processes.js';
 import { inject } from 'vitest';
 import type { Clock } from '../../src/clock.js';
@@ -43,6 +43,8 @@ export interface TestServiceOptions {
   clock?: Clock;
   limits?: UploadLimits;
   env?: Record<string, string>;
+  /** Where the service logs; default: nowhere unless TEST_LOG_LEVEL is set. */
+  logger?: Logger;
 }
 
 /** A service running every role in one process: it has every part. */
@@ -62,7 +64,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, API_KEY: TEST_API_KEY, FILE_SWEEP_INTERVAL_SECONDS: '3600', ...options.env });
   const service = await startService({
     config,
-    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.limits ? { limits: options.limits } : {}),
   });
