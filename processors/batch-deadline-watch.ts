@@ -4,13 +4,7 @@ import type { BatchesQueries } from '../projections/batches-projection.js';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import type { Clock } from '../src/clock.js';
 import { RepeatingTask } from './repeating-task.js';
-import { type ProgressSample, estimateCompletion, keepRateWindow } from '../src/domain/completion-estimate.js';
-
-/**
- * The recent rate is measured over this long: long enough that a chunk's burst of outcomes does
- * not read as the batch's pace, short enough that a slowdown shows within minutes.
- */
-export const RATE_WINDOW_SECONDS = 600;
+import { BatchRateTracker } from './batch-rate-tracker.js';
 
 /**
  * Periodically estimates when each in-progress batch finishes at its current rate and flags one
@@ -21,7 +15,7 @@ export const RATE_WINDOW_SECONDS = 600;
  */
 export class BatchDeadlineWatch {
   private readonly task: RepeatingTask;
-  private readonly samples = new Map<string, ProgressSample[]>();
+  private readonly rates = new BatchRateTracker();
 
   constructor(
     private readonly deps: {
@@ -47,12 +41,7 @@ export class BatchDeadlineWatch {
       if (batch.expires_at === null || batch.in_progress_at === null || batch.stopping) continue;
       seen.add(batch.id);
       const lines_done = batch.completed + batch.failed;
-      const window = keepRateWindow(this.samples.get(batch.id) ?? [], now, RATE_WINDOW_SECONDS);
-      const estimate = estimateCompletion({ now, in_progress_at: batch.in_progress_at, lines_done, lines_total: batch.total, window });
-      // One sample per clock second: the latest count stands for it.
-      if (window.at(-1)?.at === now) window.pop();
-      window.push({ at: now, done: lines_done });
-      this.samples.set(batch.id, window);
+      const estimate = this.rates.observe({ id: batch.id, in_progress_at: batch.in_progress_at, total: batch.total }, lines_done, now);
       if (!estimate || estimate.estimated_completion_at <= batch.expires_at) continue;
       const outcome = await this.deps.batches.run(batch.id, { type: 'FlagDeadlineRisk', ...estimate }, { correlationId: 'batch-deadline' });
       // Logged when recorded, not at every check: the decider already keeps repeats out.
@@ -71,7 +60,7 @@ export class BatchDeadlineWatch {
         );
       }
     }
-    for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id);
+    this.rates.keepOnly(seen);
   }
 
   stop(): Promise<void> {

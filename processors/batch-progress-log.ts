@@ -1,8 +1,7 @@
 import type { Logger } from 'pino';
 import type { BatchesQueries } from '../projections/batches-projection.js';
 import type { Clock } from '../src/clock.js';
-import { type ProgressSample, estimateCompletion, keepRateWindow } from '../src/domain/completion-estimate.js';
-import { RATE_WINDOW_SECONDS } from './batch-deadline-watch.js';
+import { BatchRateTracker } from './batch-rate-tracker.js';
 import { RepeatingTask } from './repeating-task.js';
 
 /** A batch whose counts do not move still gets a line this often, so a stall shows in the logs without filling them. */
@@ -22,7 +21,7 @@ interface LastLine {
  */
 export class BatchProgressLog {
   private readonly task: RepeatingTask;
-  private readonly samples = new Map<string, ProgressSample[]>();
+  private readonly rates = new BatchRateTracker();
   private readonly lastLines = new Map<string, LastLine>();
 
   constructor(
@@ -53,11 +52,7 @@ export class BatchProgressLog {
       if (batch.in_progress_at === null) continue;
       seen.add(batch.id);
       const lines_done = batch.completed + batch.failed;
-      const window = keepRateWindow(this.samples.get(batch.id) ?? [], now, RATE_WINDOW_SECONDS);
-      const estimate = estimateCompletion({ now, in_progress_at: batch.in_progress_at, lines_done, lines_total: batch.total, window });
-      if (window.at(-1)?.at === now) window.pop();
-      window.push({ at: now, done: lines_done });
-      this.samples.set(batch.id, window);
+      const estimate = this.rates.observe({ id: batch.id, in_progress_at: batch.in_progress_at, total: batch.total }, lines_done, now);
 
       const last = this.lastLines.get(batch.id);
       const moved = !last || last.done !== lines_done || last.failed !== batch.failed;
@@ -81,7 +76,7 @@ export class BatchProgressLog {
         `batch progress: ${lines_done} of ${batch.total} lines done, ${batch.failed} failed${pace}`,
       );
     }
-    for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id);
+    this.rates.keepOnly(seen);
     for (const id of this.lastLines.keys()) if (!seen.has(id)) this.lastLines.delete(id);
   }
 }
