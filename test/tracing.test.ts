@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { startTestService } from './support/service.js';
@@ -150,5 +151,11 @@ describe('OpenTelemetry traces over OTLP', () => {
     }
     expect(receiver.requests).toBe(requestsBefore);
     expect(engine.traceparents.slice(sentBefore)).toEqual([undefined]);
+  });
+
+  it('refuses an OTEL_EXPORTER_OTLP_ENDPOINT that is not an http(s) URL, naming it', () => {
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, '/srv')).toThrow(ConfigError);
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, '/srv')).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT must be an http\(s\) URL/);
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, '/srv')).toMatchObject({ otlpEndpoint: 'http://collector:4318', serviceName: 'spool' });
   });
 });
