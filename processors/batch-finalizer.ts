@@ -10,6 +10,7 @@ import { mayBeginFinalizing, readyToFinish } from '../src/domain/batch.js';
 import type { FileFacts } from '../src/domain/file.js';
 import { derivedId } from '../src/domain/derived-ids.js';
 import type { BatchRow, BatchesQueries } from '../projections/batches-projection.js';
+import { NO_TRACING, type Tracing } from '../src/tracing.js';
 
 const CORRELATION = { correlationId: 'batch-finalizer' };
 
@@ -43,12 +44,28 @@ export class BatchFinalizer {
       log: Pick<Logger, 'info'>;
       /** Told of each finished batch's margin: its deadline minus its completion, in seconds. */
       onFinished?: (deadlineMarginSeconds: number | undefined) => void;
+      tracing?: Tracing;
     },
   ) {}
 
   async finalize(batchId: string): Promise<void> {
     let batch = this.deps.queries.get(batchId);
     if (!batch || !readyToFinish({ ...batch, settled: batch.completed + batch.failed })) return;
+    const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batchId, 'finalize batch', { attributes: { 'spool.batch.id': batchId, 'spool.batch.completed': batch.completed, 'spool.batch.failed': batch.failed } });
+    try {
+      await this.finish(batch);
+      span.setAttributes({ 'spool.batch.status': this.deps.queries.get(batchId)?.status ?? 'unknown' });
+    } catch (error) {
+      span.fail(error instanceof Error ? error.message : String(error));
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async finish(found: BatchRow): Promise<void> {
+    const batchId = found.id;
+    let batch = found;
     if (mayBeginFinalizing(batch)) {
       await this.deps.batches.run(batchId, { type: 'BeginFinalizing', at: this.deps.clock.nowSeconds() }, CORRELATION);
       batch = this.deps.queries.get(batchId)!;

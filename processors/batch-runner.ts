@@ -11,6 +11,7 @@ import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type 
 import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { ChunkAdmission } from '../src/engine/chunk-admission.js';
+import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../src/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
 
 const CORRELATION = 'batch-runner';
@@ -50,6 +51,7 @@ export class BatchRunner {
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       /** Chunks run at once (BATCH_PARALLEL_CHUNKS); more are held, and started by deadline. */
       parallelChunks?: number;
+      tracing?: Tracing;
     },
   ) {
     this.admission = new ChunkAdmission({ parallel: deps.parallelChunks ?? 8 });
@@ -103,6 +105,20 @@ export class BatchRunner {
   }
 
   private async runChunk(chunk: ChunkRow): Promise<void> {
+    const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(chunk.batch_id, 'run chunk', {
+      attributes: { 'spool.batch.id': chunk.batch_id, 'spool.batch.chunk': chunk.chunk, 'spool.batch.chunk.lines': chunk.lines },
+    });
+    try {
+      await this.runChunkLines(chunk, span);
+    } catch (error) {
+      span.fail(error instanceof Error ? error.message : String(error));
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan): Promise<void> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return;
     const settled = await this.deps.outcomes.settledLines(chunk.batch_id, chunk.chunk);
@@ -130,7 +146,7 @@ export class BatchRunner {
         if (this.stopping) break;
         if (isBlank(line.text) || settled.has(line.number)) continue;
         work.push(
-          this.runLine(batch, engine, line.number, line.text).then((outcome) => {
+          this.runLine(batch, engine, line.number, line.text, chunkSpan).then((outcome) => {
             if (outcome) recorder.add(outcome);
             else leftOver++;
           }),
@@ -145,8 +161,28 @@ export class BatchRunner {
   }
 
   /** The line's outcome; undefined when the process stopped before the line was sent. */
-  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string): Promise<LineOutcome | undefined> {
+  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan): Promise<LineOutcome | undefined> {
     const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
+    if (this.stopping) return undefined;
+    const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
+    const operation = genAiOperation(batch.endpoint);
+    // The GenAI semantic conventions' client span: one per line sent to an engine.
+    const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batch.id, `${operation} ${model}`, {
+      parent: chunkSpan,
+      kind: 'client',
+      attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
+    });
+    try {
+      const outcome = await this.sendLine(batch, engine, line, request, span.traceparent);
+      if (outcome) span.setAttributes(outcomeAttributes(outcome));
+      if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
+      return outcome;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async sendLine(batch: BatchRow, engine: InferenceEngine, line: number, request: { custom_id: string; body: Record<string, unknown> }, traceparent: string | undefined): Promise<LineOutcome | undefined> {
     const base = { batch_id: batch.id, line, custom_id: request.custom_id };
     const stopped = () => {
       const stopping = this.deps.queries.stopping(batch.id);
@@ -163,6 +199,7 @@ export class BatchRunner {
         // this process is stopping) again once admitted.
         withdraw: () => this.stopping || Boolean(stopped()),
         ...lineUrgency(batch),
+        ...(traceparent ? { traceparent } : {}),
       });
       const usage = usageOf(response.body);
       if (response.statusCode < 400) {
@@ -197,6 +234,20 @@ function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'dea
   return batch.expires_at === null
     ? { serviceClass: 'background', fairnessKey: batch.job_id }
     : { serviceClass: 'batch', deadline: batch.expires_at * 1000, fairnessKey: batch.job_id };
+}
+
+/** What an engine call's span shows of its answer, by the GenAI semantic conventions. */
+function outcomeAttributes(outcome: LineOutcome): Record<string, string | number> {
+  const { data } = outcome;
+  const body = data.body as { id?: unknown; model?: unknown } | null;
+  return {
+    'gen_ai.usage.input_tokens': data.usage.prompt_tokens,
+    'gen_ai.usage.output_tokens': data.usage.completion_tokens,
+    ...(typeof body?.id === 'string' ? { 'gen_ai.response.id': body.id } : {}),
+    ...(typeof body?.model === 'string' ? { 'gen_ai.response.model': body.model } : {}),
+    ...(data.status_code !== null ? { 'http.response.status_code': data.status_code } : {}),
+    ...(data.request_id !== null ? { 'spool.engine.request_id': data.request_id } : {}),
+  };
 }
 
 function failed(base: { batch_id: string; line: number; custom_id: string }, code: string, message: string): LineOutcome {

@@ -16,6 +16,7 @@ import { DEFAULT_UPLOAD_LIMITS, fileDecider } from '../src/domain/file.js';
 import { fileStreamName } from '../src/domain/stream-names.js';
 import type { EngineDirectory } from '../src/engine/engine.js';
 import type { EventStore } from '../src/event-store/event-store.js';
+import { NO_TRACING, type Tracing } from '../src/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
 
 const CORRELATION = { correlationId: 'batch-validator' };
@@ -35,28 +36,42 @@ export class BatchValidator {
       log: Pick<Logger, 'info' | 'warn'>;
       chunkLines: number;
       maxInputBytes?: number;
+      tracing?: Tracing;
     },
   ) {}
 
   async validate(batchId: string): Promise<void> {
     const state = await this.deps.batches.state(batchId);
     if (state.status !== 'validating' || state.stopping) return;
-    const facts = state.facts;
+    const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batchId, 'validate batch', { attributes: { 'spool.batch.id': batchId } });
+    try {
+      const outcome = await this.validateFile(batchId, state.facts);
+      span.setAttributes(outcome);
+    } catch (error) {
+      span.fail(error instanceof Error ? error.message : String(error));
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** Checks the input file and records the outcome; returns what the trace shows of it. */
+  private async validateFile(batchId: string, facts: BatchFacts): Promise<Record<string, string | number>> {
     const fail = (errors: BatchError[]) => this.deps.batches.run(batchId, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors }, CORRELATION);
 
     if (!this.deps.engines.engineFor(facts.model)) {
       await fail([{ code: 'model_not_available', line: null, message: `No engine serves model ${JSON.stringify(facts.model)}`, param: 'model' }]);
-      return;
+      return { 'spool.validation.failure': 'model_not_available' };
     }
     const { state: file } = await loadState(this.deps.eventStore, fileStreamName(facts.input_file_id), fileDecider);
     if (file.status !== 'active') {
       await fail([{ code: 'input_file_not_found', line: null, message: `Input file ${facts.input_file_id} no longer exists`, param: 'input_file_id' }]);
-      return;
+      return { 'spool.validation.failure': 'input_file_not_found' };
     }
     const maxBytes = this.deps.maxInputBytes ?? DEFAULT_UPLOAD_LIMITS.maxBatchFileBytes;
     if (file.file.bytes > maxBytes) {
       await fail([{ code: 'file_too_large', line: null, message: `Input file is ${file.file.bytes} bytes; the input file size limit is ${maxBytes} bytes`, param: 'input_file_id' }]);
-      return;
+      return { 'spool.validation.failure': 'file_too_large' };
     }
 
     let outcome: Awaited<ReturnType<BatchValidator['scan']>>;
@@ -65,7 +80,7 @@ export class BatchValidator {
     } catch (error) {
       if (!(error instanceof BlobNotFoundError)) throw error;
       await fail([{ code: 'input_file_not_found', line: null, message: `Input file ${facts.input_file_id} no longer exists`, param: 'input_file_id' }]);
-      return;
+      return { 'spool.validation.failure': 'input_file_not_found' };
     }
     const at = this.deps.clock.nowSeconds();
     if (outcome.errors.length > 0) {
@@ -78,6 +93,7 @@ export class BatchValidator {
       );
     }
     this.deps.log.info({ batch_id: batchId, total: outcome.total, errors: outcome.errors.length }, 'batch validated');
+    return { 'spool.batch.lines': outcome.total, 'spool.batch.chunks': outcome.chunks.length, 'spool.validation.errors': outcome.errors.length };
   }
 
   private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[] }> {

@@ -25,6 +25,10 @@ export interface Config {
   readonly logFormat: 'pretty' | 'json' | undefined;
   /** Serves /metrics on this port only (undefined: on the main port). */
   readonly metricsPort: number | undefined;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: traces go to `${endpoint}/v1/traces` (OTLP/HTTP); unset, no tracing at all. */
+  readonly otlpEndpoint: string | undefined;
+  /** OTEL_SERVICE_NAME: the traces' service.name (default spool), followed by the process's roles. */
+  readonly serviceName: string;
   /** How often expired files are looked for. */
   readonly fileSweepIntervalSeconds: number;
   /** How often the blob store is swept for debris of uploads cut short. */
@@ -192,6 +196,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   if (logFormatRaw !== undefined && logFormatRaw !== 'pretty' && logFormatRaw !== 'json') problems.push(`LOG_FORMAT must be pretty or json, got ${JSON.stringify(logFormatRaw)}`);
   const logFormat = logFormatRaw === 'pretty' || logFormatRaw === 'json' ? logFormatRaw : undefined;
   const metricsPort = value('METRICS_PORT') === undefined ? undefined : integer('METRICS_PORT', 0, 0, 65535);
+  const otlpEndpoint = value('OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (otlpEndpoint !== undefined && !/^https?:\/\/\S+$/.test(otlpEndpoint)) {
+    problems.push(`OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL such as http://127.0.0.1:4318, got ${JSON.stringify(otlpEndpoint)}`);
+  }
 
   const fileSweepIntervalSeconds = integer('FILE_SWEEP_INTERVAL_SECONDS', 60, 1, 86400);
   const blobSweepIntervalSeconds = integer('BLOB_SWEEP_INTERVAL_SECONDS', 3600, 1, 7 * 86400);
@@ -258,6 +266,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     logLevel,
     logFormat,
     metricsPort,
+    otlpEndpoint,
+    serviceName: value('OTEL_SERVICE_NAME') ?? 'spool',
     fileSweepIntervalSeconds,
     blobSweepIntervalSeconds,
     blobDebrisGraceSeconds,

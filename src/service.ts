@@ -19,6 +19,7 @@ import { openAdapters, prepareDataDir } from './wiring/adapters.js';
 import { listen, openHttpServer } from './wiring/http-server.js';
 import { openMetricsServer } from './wiring/metrics-wiring.js';
 import { Lifecycle } from './wiring/lifecycle.js';
+import { openTracing } from './wiring/tracing-wiring.js';
 import { ProcessParts, readConfiguredJobs, reserveConfiguredJobs } from './wiring/parts.js';
 import { readinessReport } from './wiring/readiness.js';
 import { type Role, resolveRoles } from './wiring/roles.js';
@@ -84,11 +85,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const lifecycle = new Lifecycle();
   const metrics = new Metrics();
   try {
+    const tracing = await openTracing(config, roles, lifecycle, logger);
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
-    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, expiryCheckMs: options.expiryCheckMs ?? 1000 });
+    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs: options.expiryCheckMs ?? 1000 });
     const readiness = readinessReport({ roles, config, logger, parts, workers });
-    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics });
+    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 
     // The HTTP server listens first, so /live and /ready answer while the read models catch up.

@@ -20,6 +20,8 @@ export interface EngineRequest {
   readonly deadline?: number;
   /** Batch and background work: equally urgent keys (jobs) share capacity fairly. */
   readonly fairnessKey?: string;
+  /** W3C trace context of the call, sent on to an engine that takes HTTP requests. */
+  readonly traceparent?: string;
 }
 
 export class RequestWithdrawnError extends Error {

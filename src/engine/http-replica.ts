@@ -67,7 +67,7 @@ export class HttpReplica implements Replica {
     const url = this.baseUrl.replace(/\/+$/, '') + request.endpoint.replace(/^\/v1/, '');
     // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
     const { stream: _stream, stream_options: _options, ...body } = request.body;
-    const response = await this.post(url, JSON.stringify(body), request.signal);
+    const response = await this.post(url, JSON.stringify(body), request.signal, request.traceparent);
     const text = response.text;
     let parsed: unknown = text;
     try {
@@ -95,7 +95,7 @@ export class HttpReplica implements Replica {
    * which a batch of many short requests pays on every line). Rejects when there is no complete
    * answer: no connection, a timeout, a connection closed mid-answer, or `signal` aborted.
    */
-  private post(url: string, payload: string, signal: AbortSignal | undefined, retryStale = true): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  private post(url: string, payload: string, signal: AbortSignal | undefined, traceparent: string | undefined, retryStale = true): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
     return new Promise((resolve, reject) => {
       let settled = false;
       const finish = (error: Error | undefined, answer?: { status: number; headers: IncomingHttpHeaders; text: string }) => {
@@ -105,7 +105,7 @@ export class HttpReplica implements Replica {
         if (error) {
           // A kept-alive connection the server had just closed: sent again once on a fresh one.
           const stale = retryStale && req.reusedSocket && (error as NodeJS.ErrnoException).code === 'ECONNRESET' && !signal?.aborted;
-          if (stale) this.post(url, payload, signal, false).then(resolve, reject);
+          if (stale) this.post(url, payload, signal, traceparent, false).then(resolve, reject);
           else reject(error);
         } else resolve(answer!);
       };
@@ -119,6 +119,7 @@ export class HttpReplica implements Replica {
             'content-type': 'application/json',
             'content-length': Buffer.byteLength(payload),
             ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}),
+            ...(traceparent ? { traceparent } : {}),
           },
           ...(signal ? { signal } : {}),
         },

@@ -9,6 +9,8 @@ import { ExitCode, StartupFailure } from '../startup-failure.js';
 import type { Metrics } from '../metrics.js';
 import type { Lifecycle } from './lifecycle.js';
 import { installHttpMetrics } from './metrics-wiring.js';
+import type { Tracing } from '../tracing.js';
+import { installHttpTracing } from './tracing-wiring.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 
@@ -19,14 +21,17 @@ import type { Role } from './roles.js';
  */
 export async function openHttpServer(
   roles: ReadonlySet<Role>,
-  context: { config: Config; clock: Clock; logger: Logger; apiKey: string; limits: UploadLimits; parts: ProcessParts; lifecycle: Lifecycle; readiness: () => ReadinessReport; metrics: Metrics },
+  context: { config: Config; clock: Clock; logger: Logger; apiKey: string; limits: UploadLimits; parts: ProcessParts; lifecycle: Lifecycle; readiness: () => ReadinessReport; metrics: Metrics; tracing: Tracing },
 ): Promise<FastifyInstance> {
-  const { config, clock, logger, apiKey, limits, parts, lifecycle, readiness, metrics } = context;
+  const { config, clock, logger, apiKey, limits, parts, lifecycle, readiness, metrics, tracing } = context;
   let app: FastifyInstance;
   if (roles.has('api')) {
     const { files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, weightSync, weightsQueries, webhooks, webhooksQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    app = await buildHttpApp({ logger, apiKey, files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => installHttpMetrics(built, metrics, config.metricsPort === undefined) });
+    app = await buildHttpApp({ logger, apiKey, files, filesQueries, jobs, batches, batchesQueries, jobsQueries, history, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => {
+      installHttpMetrics(built, metrics, config.metricsPort === undefined);
+      installHttpTracing(built, tracing);
+    } });
   } else {
     app = await buildHealthApp({ logger, readiness, timeouts: config.http, installBeforeRoutes: (built) => installHttpMetrics(built, metrics, config.metricsPort === undefined) });
   }

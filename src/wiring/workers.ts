@@ -18,6 +18,7 @@ import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type 
 import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../metrics.js';
+import type { Tracing } from '../tracing.js';
 import { observeRelay } from './metrics-wiring.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
@@ -30,6 +31,7 @@ export interface WorkerContext {
   readonly parts: ProcessParts;
   readonly lifecycle: Lifecycle;
   readonly metrics: Metrics;
+  readonly tracing: Tracing;
   /** How often the finalizer looks at the clock for batches past expires_at. */
   readonly expiryCheckMs: number;
 }
@@ -50,10 +52,10 @@ interface Processor {
 
 /** The work table: each processor kind, what it is made of and what it does with its topic's messages. */
 const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Promise<Processor>>> = {
-  validator: async ({ config, clock, logger, adapters, parts }) => {
+  validator: async ({ config, clock, logger, adapters, parts, tracing }) => {
     const { batches, batchesQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    const validator = new BatchValidator({ eventStore: adapters.eventStore, blobStore: adapters.blobStore, batches, engines: fleet, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines });
+    const validator = new BatchValidator({ eventStore: adapters.eventStore, blobStore: adapters.blobStore, batches, engines: fleet, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines, tracing });
     return {
       concurrency: 2,
       // The read models hold at least the message's event: a batch they show past validating is
@@ -61,7 +63,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       handle: (message) => (message.kind === 'validate-batch' && batchesQueries.get(message.batch_id)?.status === 'validating' ? validator.validate(message.batch_id) : Promise.resolve()),
     };
   },
-  inference: async ({ config, clock, logger, adapters, parts, lifecycle }) => {
+  inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing }) => {
     const { batches, batchesQueries, outcomes } = parts.application();
     const { fleet } = await parts.fleet();
     const runner = new BatchRunner({
@@ -73,6 +75,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       clock,
       log: logger.child({ component: 'batch-runner' }),
       parallelChunks: config.batchParallelChunks,
+      tracing,
     });
     // No new line of batch work goes out once a stop begins; lines already sent are waited for and recorded.
     lifecycle.whenStopBegins(() => runner.stop());
@@ -87,9 +90,9 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, parts, lifecycle, metrics, expiryCheckMs }) => {
+  finalizer: async ({ config, clock, logger, parts, lifecycle, metrics, tracing, expiryCheckMs }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
-    const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }), onFinished: (margin) => margin !== undefined && metrics.batchDeadlineMargin.observe(margin) });
+    const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }), onFinished: (margin) => margin !== undefined && metrics.batchDeadlineMargin.observe(margin), tracing });
     // Time is not an event: the finalizers start the expiry of overdue batches.
     const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
     lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());

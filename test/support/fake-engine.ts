@@ -15,6 +15,8 @@ export class FakeEngine {
   private flakyCounts = new Map<string, number>();
   /** Calls to the admin endpoints (weight reload), in order. */
   readonly adminCalls: Array<{ path: string; body: string }> = [];
+  /** The traceparent header of each inference request received, in order (undefined when absent). */
+  readonly traceparents: Array<string | undefined> = [];
   /** Requests received, per path. */
   readonly received = new Map<string, number>();
   inFlight = 0;
@@ -53,6 +55,8 @@ export class FakeEngine {
       return;
     }
     this.received.set(path, (this.received.get(path) ?? 0) + 1);
+    const traceparent = request.headers.traceparent;
+    this.traceparents.push(typeof traceparent === 'string' ? traceparent : undefined);
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     try {

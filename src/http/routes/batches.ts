@@ -4,6 +4,7 @@ import type { BatchLifecycle, CreateBatchRequest } from '../../application/batch
 import type { BatchRow, BatchesQueries } from '../../../projections/batches-projection.js';
 import { fromRejection, invalidRequest, notFound } from '../api-error.js';
 import { httpSchema } from '../../schemas.js';
+import { markBatchCreated } from '../batch-trace-root.js';
 import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';
 
@@ -69,6 +70,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     async (request) => {
       const created = await deps.batches.create(request.body as CreateBatchRequest, requestMetadata(request));
       if (E.isLeft(created)) throw fromRejection(created.left);
+      markBatchCreated(request, created.right.batch_id);
       return findBatch(created.right.batch_id);
     },
   );
