@@ -145,9 +145,16 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     await admin.connect();
     try {
       const partitions = (await admin.fetchTopicMetadata({ topics: ['spool.batch.inference'] })).topics[0]!.partitions;
-      const { groups } = await admin.describeGroups(['spool-inference']);
-      expect(groups[0]!.members).toHaveLength(1);
-      const assignment = AssignerProtocol.MemberAssignment.decode(groups[0]!.members[0]!.memberAssignment);
+      // Read once the group is stable: during a rebalance (a member rejoining) assignments are empty.
+      const settledBy = Date.now() + 30_000;
+      let group = (await admin.describeGroups(['spool-inference'])).groups[0]!;
+      while (group.state !== 'Stable' && Date.now() < settledBy) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        group = (await admin.describeGroups(['spool-inference'])).groups[0]!;
+      }
+      expect(group.state).toBe('Stable');
+      expect(group.members).toHaveLength(1);
+      const assignment = AssignerProtocol.MemberAssignment.decode(group.members[0]!.memberAssignment);
       expect(assignment?.assignment['spool.batch.inference']?.sort((a, b) => a - b)).toEqual(partitions.map((partition) => partition.partitionId).sort((a: number, b: number) => a - b));
     } finally {
       await admin.disconnect();
