@@ -5,6 +5,7 @@
 // from disk; this one keeps the store out of the figures. GET /stats: objects served, bytes sent,
 // the most GETs answered at once.
 import { createServer } from 'node:http';
+import { serveOnLoopback } from './loopback-server.js';
 
 const mib = Number(process.argv[2] ?? 8);
 const image = Buffer.alloc(mib * 1024 * 1024, 7);
@@ -47,12 +48,4 @@ const server = createServer((request, response) => {
   });
   response.end(body);
 });
-server.keepAliveTimeout = 60_000;
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address();
-  process.stdout.write(`listening on ${typeof address === 'object' && address ? address.port : 0}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+serveOnLoopback(server);

@@ -10,6 +10,7 @@
 // GET /log the requests in the order they were started (admitted to service), each with its
 // priority and its first message's content, so tests can see which work overtook which.
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
+import { serveOnLoopback } from './loopback-server.js';
 
 const positional: string[] = [];
 let policy = 'fcfs';
@@ -161,12 +162,4 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
 }
 
 const server = createServer((request, response) => void handle(request, response));
-server.keepAliveTimeout = 60_000;
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address();
-  process.stdout.write(`listening on ${typeof address === 'object' && address ? address.port : 0}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+serveOnLoopback(server);

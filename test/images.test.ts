@@ -1,12 +1,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startSpoolCli, stop, waitForReady } from './support/processes.js';
+import { startSpoolCli, stop, unusedPort, waitForReady } from './support/processes.js';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -50,13 +49,6 @@ async function outcomes(client: OpenAI, lines: string[], jobId?: string) {
   return { completed: output.map((line) => line.custom_id as string), errors: new Map(errors.map((line) => [line.custom_id as string, line])) };
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return typeof address === 'object' && address ? address.port : 1;
-}
 
 let images: S3BlobStore;
 beforeAll(async () => {
@@ -168,7 +160,7 @@ describe('images are fetched once a line holds an engine slot; engine errors nam
 
   beforeAll(async () => {
     await Promise.all([narrow.start(), wide.start(), proxy.start()]);
-    deadPort = await closedPort();
+    deadPort = await unusedPort();
     const fleetFile = join(tempDir('images-fleet'), 'fleet.json');
     writeFileSync(
       fleetFile,

@@ -4,21 +4,13 @@ import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from './support/processes.js';
+import { startSpoolCli, unusedPort } from './support/processes.js';
 import { packageRoot } from '../src/package-root.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, startTestService, tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
-/** A port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 /** What a failed start must look like: one line on stderr naming the problem, no stack trace. */
 function expectOneLine(result: { code: number | null; stderr: string }, code: number, ...mentions: string[]) {
@@ -33,7 +25,7 @@ describe('a start that fails says why in one line, with a documented exit code',
   const base = () => ({ PORT: '0', DATA_DIR: tempDir('lifecycle'), API_KEY: TEST_API_KEY, LOG_LEVEL: 'warn' });
 
   it('an unreachable event store: retried until the start-up deadline, then 69', async () => {
-    const port = await closedPort();
+    const port = await unusedPort();
     const started = Date.now();
     const result = await runSpool(['serve'], { ...base(), LOG_LEVEL: 'info', EVENTSTORE_URL: `esdb://127.0.0.1:${port}?tls=false`, STARTUP_TIMEOUT_SECONDS: '3' });
     expectOneLine(result, 69, 'EVENTSTORE_URL', 'STARTUP_TIMEOUT_SECONDS');
@@ -45,7 +37,7 @@ describe('a start that fails says why in one line, with a documented exit code',
   });
 
   it('unreachable Kafka brokers: retried until the start-up deadline, then 69', async () => {
-    const port = await closedPort();
+    const port = await unusedPort();
     const result = await runSpool(['serve', '--all'], { ...base(), KAFKA_BROKERS: `127.0.0.1:${port}`, STARTUP_TIMEOUT_SECONDS: '3' });
     expectOneLine(result, 69, 'KAFKA_BROKERS', `127.0.0.1:${port}`);
   });
@@ -241,7 +233,7 @@ describe('readiness', () => {
 
 describe('degraded but serving', () => {
   it('/ready stays 200 and names a model whose every replica is down', async () => {
-    const service = await startTestService({ env: { ENGINE_BASE_URL: `http://127.0.0.1:${await closedPort()}/v1`, ENGINE_MAX_ATTEMPTS: '1', ENGINE_COOLDOWN_MS: '600000' } });
+    const service = await startTestService({ env: { ENGINE_BASE_URL: `http://127.0.0.1:${await unusedPort()}/v1`, ENGINE_MAX_ATTEMPTS: '1', ENGINE_COOLDOWN_MS: '600000' } });
     try {
       expect(await (await fetch(`${service.url}/ready`)).json()).toMatchObject({ status: 'ready', degraded: [] });
       const refused = await fetch(`${service.url}/compat/v1/chat/completions`, {

@@ -2,7 +2,6 @@ import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createReadStream, readdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { pino } from 'pino';
@@ -14,7 +13,7 @@ import { type RunningService, startService } from '../src/service.js';
 import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
-import { startSpoolCli, stop, waitForReady } from './support/processes.js';
+import { startSpoolCli, stop, unusedPort, waitForReady } from './support/processes.js';
 import { TEST_API_KEY, s3Env, tempDir } from './support/service.js';
 
 const SERIES = [
@@ -73,13 +72,6 @@ function expectBoundedLabels(series: ReturnType<typeof parseExposition>): void {
 const sum = (series: ReturnType<typeof parseExposition>, name: string, where: Record<string, string> = {}) =>
   [...series.values()].flat().filter((sample) => sample.name === name).filter((sample) => Object.entries(where).every(([key, value]) => sample.labels[key] === value)).reduce((total, sample) => total + sample.value, 0);
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 /**
  * The Kafka shape: this process runs the API, the relay, the validator, the finalizer and the
@@ -127,7 +119,7 @@ describe('GET /metrics on every process', () => {
       logger: pino({ level: 'silent' }),
     });
     await waitForReady(service.url, 60_000);
-    inferenceMetrics = `http://127.0.0.1:${await freePort()}`;
+    inferenceMetrics = `http://127.0.0.1:${await unusedPort()}`;
     inference = await startSpoolCli(['processor', 'inference'], { ...env, DATA_DIR: join(root, 'inference'), METRICS_PORT: inferenceMetrics.split(':').pop()! });
     await waitForReady(inference.url, 60_000);
     client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: TEST_API_KEY, maxRetries: 0 });

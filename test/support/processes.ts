@@ -1,5 +1,6 @@
 // Starting and stopping Spool and other node processes: used by the tests and the benchmarks.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/package-root.js';
 
@@ -62,4 +63,14 @@ export async function waitForReady(url: string, timeoutMs: number): Promise<void
     if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs / 1000} s`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** A loopback port nothing listens on now (bound, then released): for a dead address, or one to hand a process. */
+export async function unusedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (typeof address !== 'object' || !address) throw new Error('the loopback interface gave no port');
+  return address.port;
 }
