@@ -1,0 +1,125 @@
+// Prefix-aware order of a batch's lines (pure). Engines keep the KV state of prompt prefixes they
+// computed recently; lines that share a long prefix (a system prompt, a document) and run back to
+// back compute it once, while the same lines in file order evict and recompute it again and again.
+import { createHash } from 'node:crypto';
+import type { BatchEndpoint } from './batch.js';
+
+/**
+ * A shared prefix shorter than this many characters (about 64 tokens, four KV blocks) is not worth
+ * moving lines for.
+ */
+export const MIN_SHARED_PREFIX_CHARS = 256;
+
+/** The depths, in characters of the rendered prompt, at which lines are compared after the instructions. */
+export const PREFIX_DEPTHS_CHARS = [1_024, 4_096, 16_384] as const;
+
+/** Signature levels per line: the instructions, then each depth of PREFIX_DEPTHS_CHARS. */
+export const PREFIX_LEVELS = 1 + PREFIX_DEPTHS_CHARS.length;
+
+/**
+ * A line's prefix signature: one hash per level, undefined where the level says nothing (no
+ * instructions, or a prompt shorter than MIN_SHARED_PREFIX_CHARS). Level 0 is the instructions
+ * (chat: the leading system and developer messages; responses: `instructions`); levels 1.. are the
+ * rendered prompt cut at each depth (a prompt shorter than a depth is whole at that depth, so
+ * identical prompts share every level). Embeddings have none: they are one pass without a cache
+ * worth ordering for.
+ */
+export function prefixSignature(endpoint: BatchEndpoint, body: Record<string, unknown>): readonly (string | undefined)[] {
+  const rendered = renderPrompt(endpoint, body);
+  if (rendered === undefined) return [];
+  const levels: (string | undefined)[] = [rendered.instructions.length >= MIN_SHARED_PREFIX_CHARS ? digest(rendered.instructions) : undefined];
+  for (const depth of PREFIX_DEPTHS_CHARS) {
+    levels.push(rendered.text.length >= MIN_SHARED_PREFIX_CHARS ? digest(rendered.text.slice(0, depth)) : undefined);
+  }
+  return levels;
+}
+
+/**
+ * Where each line stands in the prefix-aware order: one key per level, compared in turn, then the
+ * line's own place. A level's key is the file position of the first line that shares the line's
+ * path of signatures down to that level, so a group stands where its first line stands in the file,
+ * lines with nothing shared keep their relative order, and a group's later lines move up to its
+ * first. Levels a line has no signature for are skipped; below its deepest signature, and for a
+ * line with none at all, the key is the line's own position.
+ */
+export class PrefixSignatureTable {
+  private readonly firstOfPath = new Map<string, number>();
+  readonly keys: number[][] = [];
+
+  /** Adds the next line in file order. */
+  add(signature: readonly (string | undefined)[]): void {
+    const position = this.keys.length;
+    const path = signature.filter((hash): hash is string => hash !== undefined);
+    const keys: number[] = [];
+    let parent = '';
+    for (let level = 0; level < PREFIX_LEVELS; level++) {
+      if (level >= path.length) {
+        keys.push(position);
+        continue;
+      }
+      const key = `${parent}/${path[level]}`;
+      let first = this.firstOfPath.get(key);
+      if (first === undefined) {
+        first = position;
+        this.firstOfPath.set(key, first);
+      }
+      keys.push(first);
+      // The first line's position names the path from here on, which keeps keys short.
+      parent = String(first);
+    }
+    this.keys.push(keys);
+  }
+
+  /** The order to run the lines in, as positions in the file; undefined when it is file order. */
+  order(): number[] | undefined {
+    return prefixOrder(this.keys);
+  }
+}
+
+/** Positions sorted by their keys (see PrefixSignatureTable); undefined when that is file order. */
+export function prefixOrder(keys: readonly (readonly number[])[]): number[] | undefined {
+  const order = keys.map((_, position) => position);
+  order.sort((a, b) => {
+    const left = keys[a]!;
+    const right = keys[b]!;
+    for (let level = 0; level < left.length; level++) {
+      if (left[level] !== right[level]) return left[level]! - right[level]!;
+    }
+    return a - b;
+  });
+  return order.every((line, position) => line === position) ? undefined : order;
+}
+
+function digest(text: string): string {
+  return createHash('sha1').update(text).digest('base64');
+}
+
+/** The prompt as the engine's prefix cache sees it, in order: instructions first. */
+function renderPrompt(endpoint: BatchEndpoint, body: Record<string, unknown>): { instructions: string; text: string } | undefined {
+  if (endpoint === '/v1/chat/completions') {
+    const messages = Array.isArray(body.messages) ? (body.messages as unknown[]) : [];
+    let instructions = '';
+    let text = '';
+    let leading = true;
+    for (const message of messages) {
+      const { role, content } = (message ?? {}) as { role?: unknown; content?: unknown };
+      const part = `${String(role)}\u0000${contentText(content)}\u0001`;
+      leading &&= role === 'system' || role === 'developer';
+      if (leading) instructions += part;
+      text += part;
+    }
+    return { instructions, text };
+  }
+  if (endpoint === '/v1/completions') return { instructions: '', text: contentText(body.prompt) };
+  if (endpoint === '/v1/responses') {
+    const instructions = typeof body.instructions === 'string' ? body.instructions : '';
+    return { instructions, text: `${instructions}\u0001${contentText(body.input)}` };
+  }
+  return undefined;
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (content === undefined || content === null) return '';
+  return JSON.stringify(content);
+}
