@@ -11,6 +11,7 @@ import type { FileFacts } from '../src/domain/file.js';
 import { derivedId } from '../src/domain/derived-ids.js';
 import type { BatchRow, BatchesQueries } from '../projections/batches-projection.js';
 import { NO_TRACING, type Tracing } from '../src/tracing.js';
+import { InputOrderSpill } from './input-order-spill.js';
 
 const CORRELATION = { correlationId: 'batch-finalizer' };
 
@@ -45,6 +46,10 @@ export class BatchFinalizer {
       /** Told of each finished batch's margin: its deadline minus its completion, in seconds. */
       onFinished?: (deadlineMarginSeconds: number | undefined) => void;
       tracing?: Tracing;
+      /** Where output lines are put back in input order when the chunks ran a work file's order. */
+      scratchDir?: string;
+      /** Removes a batch's work file once the batch is over. */
+      discardWorkFile?: (key: string) => Promise<void>;
     },
   ) {}
 
@@ -81,6 +86,8 @@ export class BatchFinalizer {
       { type: 'FinishBatch', at: this.deps.clock.nowSeconds(), output_file_id: outputFileId, error_file_id: errorFileId },
       CORRELATION,
     );
+    // The work file has served its purpose; a removal cut short is the debris sweeper's to finish.
+    if (batch.work_blob_key && this.deps.discardWorkFile) await this.deps.discardWorkFile(batch.work_blob_key).catch(() => undefined);
     const finishedAt = this.deps.clock.nowSeconds();
     const margin = batch.expires_at === null ? undefined : batch.expires_at - finishedAt;
     this.deps.onFinished?.(margin);
@@ -113,16 +120,43 @@ export class BatchFinalizer {
     return fileId;
   }
 
-  /** The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. */
-  private async *lines(batch: BatchRow, kind: 'output' | 'error'): AsyncGenerator<string> {
+  /**
+   * The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. Chunks of
+   * a work file hold lines from all over the input: their lines are put back in order on local disk.
+   */
+  private async *lines(batch: BatchRow, kind: 'output' | 'error'): AsyncGenerator<string | Buffer> {
+    if (!batch.work_blob_key) {
+      for await (const outcomes of this.chunkOutcomes(batch)) {
+        // One write per chunk, not per line: each write costs a trip through the streams.
+        let text = '';
+        for (const outcome of outcomes) text += outputLine(batch.id, kind, outcome) ?? '';
+        if (text) yield text;
+      }
+      return;
+    }
+    if (!this.deps.scratchDir) throw new Error(`batch ${batch.id} ran a work file, and this finalizer has no scratch directory to put its lines in order`);
+    const spill = new InputOrderSpill(this.deps.scratchDir, `${batch.id}.${kind}`);
+    try {
+      for await (const outcomes of this.chunkOutcomes(batch)) {
+        const lines: { line: number; text: string }[] = [];
+        for (const outcome of outcomes) {
+          const text = outputLine(batch.id, kind, outcome);
+          if (text) lines.push({ line: outcome.line, text });
+        }
+        spill.add(lines);
+      }
+      yield* spill.inLineOrder();
+    } finally {
+      spill.close();
+    }
+  }
+
+  /** Each chunk's outcomes in line order, one chunk at a time. */
+  private async *chunkOutcomes(batch: BatchRow): AsyncGenerator<(LineCompletedData | LineFailedData)[]> {
     for (const chunk of this.deps.queries.chunks(batch.id)) {
       const events = await this.deps.outcomes.read(batch.id, chunk.chunk);
       if (events.length < chunk.lines) throw new Error(`batch ${batch.id} chunk ${chunk.chunk} has ${events.length} of ${chunk.lines} outcomes`);
-      const outcomes = events.map((event) => event.data as unknown as LineCompletedData | LineFailedData).sort((a, b) => a.line - b.line);
-      // One write per chunk, not per line: each write costs a trip through the streams.
-      let text = '';
-      for (const outcome of outcomes) text += outputLine(batch.id, kind, outcome) ?? '';
-      if (text) yield text;
+      yield events.map((event) => event.data as unknown as LineCompletedData | LineFailedData).sort((a, b) => a.line - b.line);
     }
   }
 }

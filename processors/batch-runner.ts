@@ -13,6 +13,7 @@ import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-
 import { ChunkAdmission } from '../src/engine/chunk-admission.js';
 import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../src/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
+import { parseWorkRecord } from '../src/domain/work-file.js';
 
 const CORRELATION = 'batch-runner';
 /** Outcomes are recorded in groups: one durable append per group, not per line. */
@@ -131,7 +132,7 @@ export class BatchRunner {
     }
     let source;
     try {
-      source = await this.deps.blobStore.get(batch.input_blob_key, { start: chunk.start, end: chunk.end - 1 });
+      source = await this.deps.blobStore.get(batch.work_blob_key ?? batch.input_blob_key, { start: chunk.start, end: chunk.end - 1 });
     } catch (error) {
       if (!(error instanceof BlobNotFoundError)) throw error;
       await this.failBatch(batch, 'input_file_not_found', `Input file ${batch.input_file_id} was deleted while the batch ran`);
@@ -142,7 +143,7 @@ export class BatchRunner {
     const work: Promise<void>[] = [];
     let leftOver = 0;
     try {
-      for await (const line of physicalLines(source, chunk.first_line, chunk.start)) {
+      for await (const line of batch.work_blob_key ? workFileLines(source) : physicalLines(source, chunk.first_line, chunk.start)) {
         if (this.stopping) break;
         if (isBlank(line.text) || settled.has(line.number)) continue;
         work.push(
@@ -224,6 +225,11 @@ export class BatchRunner {
   private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {
     await this.deps.batches.run(batch.id, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors: [{ code, line: null, message, param: null }] }, { correlationId: CORRELATION });
   }
+}
+
+/** A chunk of a work file: each record names its input line. */
+async function* workFileLines(source: AsyncIterable<Buffer>): AsyncGenerator<{ number: number; text: string }> {
+  for await (const record of physicalLines(source)) if (!isBlank(record.text)) yield parseWorkRecord(record.text);
 }
 
 /**

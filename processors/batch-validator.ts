@@ -17,7 +17,9 @@ import { fileStreamName } from '../src/domain/stream-names.js';
 import type { EngineDirectory } from '../src/engine/engine.js';
 import type { EventStore } from '../src/event-store/event-store.js';
 import { NO_TRACING, type Tracing } from '../src/tracing.js';
+import { PrefixSignatureTable, prefixSignature } from '../src/domain/prefix-order.js';
 import { physicalLines } from './jsonl-lines.js';
+import { type RequestLine, WorkFileWriter } from './work-file-writer.js';
 
 const CORRELATION = { correlationId: 'batch-validator' };
 
@@ -37,6 +39,10 @@ export class BatchValidator {
       chunkLines: number;
       maxInputBytes?: number;
       tracing?: Tracing;
+      /** auto: lines sharing a prompt prefix are laid out to run together (a work file); off: file order. */
+      prefixOrder?: 'auto' | 'off';
+      /** Where the work file is assembled before it is stored (local disk). */
+      scratchDir?: string;
     },
   ) {}
 
@@ -86,17 +92,19 @@ export class BatchValidator {
     if (outcome.errors.length > 0) {
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: false, errors: outcome.errors } }, CORRELATION);
     } else {
-      await this.deps.batches.run(
-        batchId,
-        { type: 'RecordValidation', at, outcome: { ok: true, validation: { total: outcome.total, input_blob_key: file.file.blobKey, chunks: outcome.chunks } } },
-        CORRELATION,
-      );
+      // Lines that share a prompt prefix run back to back: the chunks are cut from a work file
+      // that lays them out so, rather than from the input file.
+      const order = this.deps.prefixOrder !== 'off' && this.deps.scratchDir ? outcome.prefixes.order() : undefined;
+      const laidOut = order ? await new WorkFileWriter({ blobStore: this.deps.blobStore, scratchDir: this.deps.scratchDir! }).write(batchId, file.file.blobKey, outcome.requests, order, this.deps.chunkLines) : undefined;
+      const validation = { total: outcome.total, input_blob_key: file.file.blobKey, chunks: laidOut?.chunks ?? outcome.chunks, ...(laidOut ? { work_blob_key: laidOut.key } : {}) };
+      await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: true, validation } }, CORRELATION);
+      if (laidOut) this.deps.log.info({ batch_id: batchId, moved: movedLines(order!) }, 'batch lines laid out by shared prompt prefix');
     }
     this.deps.log.info({ batch_id: batchId, total: outcome.total, errors: outcome.errors.length }, 'batch validated');
     return { 'spool.batch.lines': outcome.total, 'spool.batch.chunks': outcome.chunks.length, 'spool.validation.errors': outcome.errors.length };
   }
 
-  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[] }> {
+  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[]; requests: RequestLine[]; prefixes: PrefixSignatureTable }> {
     const errors: BatchError[] = [];
     let errorCount = 0;
     const addError = (error: BatchError) => {
@@ -108,6 +116,9 @@ export class BatchValidator {
     let current: { index: number; first_line: number; lines: number; start: number; end: number } | undefined;
     let total = 0;
     let embeddingInputs = 0;
+    // What the prefix-aware order needs of each request line: a few numbers, not the line.
+    const requests: RequestLine[] = [];
+    const prefixes = new PrefixSignatureTable();
 
     const source = await this.deps.blobStore.get(blobKey);
     try {
@@ -129,6 +140,10 @@ export class BatchValidator {
           }
           customIds.add(checked.line.custom_id);
           embeddingInputs += checked.embeddingInputs;
+          if (errorCount === 0 && this.deps.prefixOrder !== 'off') {
+            requests.push({ number: line.number, textBytes: Buffer.byteLength(line.text) });
+            prefixes.add(prefixSignature(facts.endpoint, checked.line.body));
+          }
         }
         if (!current || current.lines === this.deps.chunkLines) {
           if (current) chunks.push(current);
@@ -154,6 +169,13 @@ export class BatchValidator {
     if (errorCount > errors.length) {
       errors[errors.length - 1] = { code: 'too_many_errors', line: null, message: `${errorCount} errors in all; the first ${errors.length - 1} are listed`, param: null };
     }
-    return { total, chunks, errors };
+    return { total, chunks, errors, requests, prefixes };
   }
+}
+
+/** How many lines the order moves from their place in the file. */
+function movedLines(order: readonly number[]): number {
+  let moved = 0;
+  for (let position = 0; position < order.length; position++) if (order[position] !== position) moved++;
+  return moved;
 }

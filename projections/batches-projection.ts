@@ -12,7 +12,8 @@ export const batchesProjection: Projection = {
   name: 'batches',
   // 2: batch_chunks lost its settled column (nothing read it).
   // 3: cached_tokens and reasoning_tokens; errors keep the lowest lines, not the first to arrive.
-  version: 3,
+  // 4: work_blob_key (prefix-aware order).
+  version: 4,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -29,6 +30,7 @@ export const batchesProjection: Projection = {
         status               TEXT    NOT NULL,
         stopping             TEXT,
         input_blob_key       TEXT,
+        work_blob_key        TEXT,
         created_at           INTEGER NOT NULL,
         expires_at           INTEGER,
         in_progress_at       INTEGER,
@@ -102,7 +104,7 @@ export const batchesProjection: Projection = {
         return;
       }
       case 'BatchValidated': {
-        set("status = @status, in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key", event.data);
+        set('status = @status, in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key, work_blob_key = @work_blob_key', { work_blob_key: null, ...event.data });
         const insert = statement(db, 'INSERT OR IGNORE INTO batch_chunks (batch_id, chunk, first_line, lines, start, end) VALUES (?, ?, ?, ?, ?, ?)');
         for (const chunk of event.data.chunks as ChunkSpec[]) insert.run(event.data.batch_id, chunk.index, chunk.first_line, chunk.lines, chunk.start, chunk.end);
         return;
@@ -188,6 +190,8 @@ export interface BatchRow {
   readonly status: BatchStatus;
   readonly stopping: 'cancelled' | 'expired' | null;
   readonly input_blob_key: string | null;
+  /** The work file the chunks are cut from (prefix-aware order); null: the input file. */
+  readonly work_blob_key: string | null;
   readonly created_at: number;
   readonly expires_at: number | null;
   readonly in_progress_at: number | null;

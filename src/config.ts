@@ -60,6 +60,8 @@ export interface Config {
   readonly fleetFile: string | undefined;
   /** Requests per unit of batch work. */
   readonly batchChunkLines: number;
+  /** BATCH_PREFIX_ORDER: auto lays out lines that share a prompt prefix to run together; off keeps file order. */
+  readonly batchPrefixOrder: 'auto' | 'off';
   /** Chunks of batch work run at once by an inference processor (partitions it handles at once). */
   readonly batchParallelChunks: number;
   /** How often a finalizer processor logs each running batch's progress; 0: never. */
@@ -235,6 +237,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     fetchConcurrency: integer('IMAGE_FETCH_CONCURRENCY', IMAGE_FETCH_CONCURRENCY, 1, 1024),
   };
   const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
+  const batchPrefixOrderRaw = value('BATCH_PREFIX_ORDER') ?? 'auto';
+  if (batchPrefixOrderRaw !== 'auto' && batchPrefixOrderRaw !== 'off') problems.push(`BATCH_PREFIX_ORDER must be auto or off, got ${JSON.stringify(batchPrefixOrderRaw)}`);
+  const batchPrefixOrder = batchPrefixOrderRaw === 'off' ? 'off' : 'auto';
   const batchParallelChunks = integer('BATCH_PARALLEL_CHUNKS', 8, 1, 1024);
   const batchProgressLogSeconds = integer('BATCH_PROGRESS_LOG_SECONDS', 5, 0, 86400);
 
@@ -276,6 +281,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     engine,
     images,
     batchChunkLines,
+    batchPrefixOrder,
     batchParallelChunks,
     batchProgressLogSeconds,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),

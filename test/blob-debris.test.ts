@@ -7,8 +7,9 @@ import OpenAI, { toFile } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { filesProjection, FilesQueries } from '../projections/files-projection.js';
 import { BlobReferences } from '../src/application/blob-references.js';
+import { workFileBlobKey } from '../src/domain/work-file.js';
 import { fileBlobKey } from '../src/application/file-registry.js';
-import { fileStreamName } from '../src/domain/stream-names.js';
+import { batchStreamName, fileStreamName } from '../src/domain/stream-names.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { chatLine, createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { listKeys } from './support/blob-store-contract.js';
@@ -105,6 +106,34 @@ describe('what the event log says of a blob', () => {
       expect(await references.standingOf('elsewhere/thing')).toBe('foreign');
       await eventStore.appendToStream(fileStreamName('file-logonly'), [{ id: randomUUID(), type: 'FileDeleted', data: { file_id: 'file-logonly', deleted_at: 2 }, metadata: { schemaVersion: 1 } }]);
       expect(await references.standingOf(fileBlobKey('file-logonly'))).toBe('removed');
+    } finally {
+      readModels.close();
+      await eventStore.close();
+    }
+  });
+});
+
+describe("a batch's work file", () => {
+  it('stands while its batch runs, is to go once the batch is over, and is debris when no validation recorded it', async () => {
+    const directory = tempDir('work-file-references');
+    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
+    const readModels = new Database(join(directory, 'read-models.sqlite'));
+    filesProjection.create(readModels);
+    const event = (type: string, data: Record<string, unknown>) => ({ id: randomUUID(), type, data: { batch_id: 'batch_w', ...data }, metadata: { schemaVersion: 1 } });
+    try {
+      const references = new BlobReferences({ eventStore, filesQueries: new FilesQueries(readModels) });
+      const key = workFileBlobKey('batch_w');
+      // Stored, then the process died before the validation was recorded.
+      expect(await references.standingOf(key)).toBe('unrecorded');
+      await eventStore.appendToStream(batchStreamName('batch_w'), [
+        event('BatchCreated', { input_file_id: 'file-in', endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job', model: 'm', price_1m_tokens: 1, metadata: null, output_expires_after: null, created_at: 1, expires_at: null }),
+        event('BatchValidated', { total: 1, input_blob_key: 'files/file-in', work_blob_key: key, chunks: [{ index: 0, first_line: 1, lines: 1, start: 0, end: 10 }], in_progress_at: 2 }),
+      ], { expectedRevision: 'no_stream' });
+      expect(await references.standingOf(key)).toBe('content');
+      // Another batch's key is not this one's.
+      expect(await references.standingOf(workFileBlobKey('batch_other'))).toBe('unrecorded');
+      await eventStore.appendToStream(batchStreamName('batch_w'), [event('BatchFinalizing', { finalizing_at: 3 }), event('BatchCompleted', { output_file_id: 'file-out', error_file_id: null, completed_at: 4 })]);
+      expect(await references.standingOf(key)).toBe('removed');
     } finally {
       readModels.close();
       await eventStore.close();

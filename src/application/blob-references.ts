@@ -1,5 +1,8 @@
 import type { FilesQueries } from '../../projections/files-projection.js';
-import { fileStreamName } from '../domain/stream-names.js';
+import { FINAL_STATUSES, batchDecider } from '../domain/batch.js';
+import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
+import { batchIdOfWorkFileKey } from '../domain/work-file.js';
+import { loadState } from './command-handler.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { fileIdOfBlobKey } from './file-registry.js';
 
@@ -14,15 +17,19 @@ import { fileIdOfBlobKey } from './file-registry.js';
 export type BlobStanding = 'content' | 'removed' | 'unrecorded' | 'foreign';
 
 /**
- * Every blob Spool writes is a file's content under files/<file_id> (FileRegistry.storeContent),
- * and every event that names a blob names one of those: FileUploaded.blob_key,
+ * Spool writes two kinds of blob. A file's content, under files/<file_id>
+ * (FileRegistry.storeContent): the events that name those are FileUploaded.blob_key,
  * BatchValidated.input_blob_key (the input file's), and batch output and error files, which are
- * files. So a blob's standing is its file's. Staged checkpoints live on local disk, not here.
+ * files, so such a blob's standing is its file's. And a batch's work file, under
+ * batches/<batch_id>/work.jsonl, named by BatchValidated.work_blob_key: it stands while its batch
+ * runs and is to go once the batch is over. Staged checkpoints live on local disk, not here.
  */
 export class BlobReferences {
   constructor(private readonly deps: { eventStore: EventStore; filesQueries: FilesQueries }) {}
 
   async standingOf(key: string): Promise<BlobStanding> {
+    const batchId = batchIdOfWorkFileKey(key);
+    if (batchId !== undefined) return this.workFileStanding(batchId, key);
     const fileId = fileIdOfBlobKey(key);
     if (fileId === undefined) return 'foreign';
     const status = this.deps.filesQueries.statusOf(fileId);
@@ -33,5 +40,12 @@ export class BlobReferences {
     for await (const event of this.deps.eventStore.readStream(fileStreamName(fileId))) last = event.type;
     if (last === undefined) return 'unrecorded';
     return last === 'FileDeleted' || last === 'FileExpired' ? 'removed' : 'content';
+  }
+
+  /** The batch's stream decides: a work file no validation recorded was left by a crash. */
+  private async workFileStanding(batchId: string, key: string): Promise<BlobStanding> {
+    const { state } = await loadState(this.deps.eventStore, batchStreamName(batchId), batchDecider);
+    if (state.status === 'absent' || state.validation?.work_blob_key !== key) return 'unrecorded';
+    return FINAL_STATUSES.includes(state.status) ? 'removed' : 'content';
   }
 }

@@ -38,14 +38,17 @@ export interface BatchFacts {
   readonly expires_at: number | null;
 }
 
-/** A run of consecutive input lines processed as one unit of work. */
+/**
+ * A run of consecutive lines processed as one unit of work: of the input file, or of the batch's
+ * work file when it has one (then its lines are in prefix-aware order, each naming its input line).
+ */
 export interface ChunkSpec {
   readonly index: number;
-  /** 1-based physical line number of the chunk's first line. */
+  /** 1-based physical line number of the chunk's first line in the input file. */
   readonly first_line: number;
   /** Requests in the chunk (blank lines are not requests). */
   readonly lines: number;
-  /** Byte range of the chunk in the input file: [start, end). */
+  /** Byte range of the chunk in the input file, or in the work file if there is one: [start, end). */
   readonly start: number;
   readonly end: number;
 }
@@ -54,6 +57,8 @@ export interface Validation {
   readonly total: number;
   readonly input_blob_key: string;
   readonly chunks: readonly ChunkSpec[];
+  /** The work file the chunks are cut from (lines laid out in prefix-aware order); absent: the input file. */
+  readonly work_blob_key?: string;
 }
 
 export type BatchState =
@@ -250,7 +255,14 @@ export function evolveBatch(state: BatchState, event: BatchEvent): BatchState {
   if (event.type === 'BatchCreated') return { status: statusAfter(event.type)!, facts: event.data, validation: null, stopping: null, deadline_risk: null };
   if (state.status === 'absent') return state;
   const validation =
-    event.type === 'BatchValidated' ? { total: event.data.total, input_blob_key: event.data.input_blob_key, chunks: event.data.chunks } : state.validation;
+    event.type === 'BatchValidated'
+      ? {
+          total: event.data.total,
+          input_blob_key: event.data.input_blob_key,
+          chunks: event.data.chunks,
+          ...(event.data.work_blob_key !== undefined ? { work_blob_key: event.data.work_blob_key } : {}),
+        }
+      : state.validation;
   const deadline_risk =
     event.type === 'BatchDeadlineAtRisk' ? { at: event.data.at, estimated_completion_at: event.data.estimated_completion_at } : state.deadline_risk;
   return { ...state, status: statusAfter(event.type) ?? state.status, stopping: stoppingAfter(event.type) ?? state.stopping, validation, deadline_risk };

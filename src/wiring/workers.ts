@@ -36,6 +36,9 @@ export interface WorkerContext {
   readonly expiryCheckMs: number;
 }
 
+/** Local disk for files a processor assembles before storing them (work files, output in input order). */
+const scratchDirOf = (config: Config) => join(config.dataDir, 'scratch');
+
 /** Chunk messages an inference processor holds per partition, beyond those it runs. */
 const HELD_CHUNKS_PER_PARTITION = 32;
 
@@ -55,7 +58,18 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
   validator: async ({ config, clock, logger, adapters, parts, tracing }) => {
     const { batches, batchesQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    const validator = new BatchValidator({ eventStore: adapters.eventStore, blobStore: adapters.blobStore, batches, engines: fleet, clock, log: logger.child({ component: 'batch-validator' }), chunkLines: config.batchChunkLines, tracing });
+    const validator = new BatchValidator({
+      eventStore: adapters.eventStore,
+      blobStore: adapters.blobStore,
+      batches,
+      engines: fleet,
+      clock,
+      log: logger.child({ component: 'batch-validator' }),
+      chunkLines: config.batchChunkLines,
+      tracing,
+      prefixOrder: config.batchPrefixOrder,
+      scratchDir: scratchDirOf(config),
+    });
     return {
       concurrency: 2,
       // The read models hold at least the message's event: a batch they show past validating is
@@ -90,9 +104,20 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, parts, lifecycle, metrics, tracing, expiryCheckMs }) => {
+  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
-    const finalizer = new BatchFinalizer({ batches, queries: batchesQueries, outcomes, files, clock, log: logger.child({ component: 'batch-finalizer' }), onFinished: (margin) => margin !== undefined && metrics.batchDeadlineMargin.observe(margin), tracing });
+    const finalizer = new BatchFinalizer({
+      batches,
+      queries: batchesQueries,
+      outcomes,
+      files,
+      clock,
+      log: logger.child({ component: 'batch-finalizer' }),
+      onFinished: (margin) => margin !== undefined && metrics.batchDeadlineMargin.observe(margin),
+      tracing,
+      scratchDir: scratchDirOf(config),
+      discardWorkFile: (key) => adapters.blobStore.delete(key),
+    });
     // Time is not an event: the finalizers start the expiry of overdue batches.
     const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
     lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());

@@ -17,6 +17,8 @@ export class FakeEngine {
   readonly adminCalls: Array<{ path: string; body: string }> = [];
   /** The traceparent header of each inference request received, in order (undefined when absent). */
   readonly traceparents: Array<string | undefined> = [];
+  /** The text of each inference request (its messages' contents joined by spaces), in arrival order. */
+  readonly texts: string[] = [];
   /** Requests received, per path. */
   readonly received = new Map<string, number>();
   inFlight = 0;
@@ -62,6 +64,7 @@ export class FakeEngine {
     try {
       const body = JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown>;
       const text = textOf(body);
+      this.texts.push(text);
       const slow = /\[slow:(\d+)\]/.exec(text);
       const delay = this.latencyMs + (slow ? Number(slow[1]) : 0);
       if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));

@@ -1,0 +1,90 @@
+import { randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { open, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { BlobStore } from '../src/blob-store/blob-store.js';
+import type { ChunkSpec } from '../src/domain/batch.js';
+import { workFileBlobKey, workRecord, workRecordBytes } from '../src/domain/work-file.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../src/private-files.js';
+import { physicalLines } from './jsonl-lines.js';
+
+/** A request line of the input file, as validation found it. */
+export interface RequestLine {
+  /** 1-based physical line number in the input file. */
+  readonly number: number;
+  /** UTF-8 bytes of its text, without the line ending. */
+  readonly textBytes: number;
+}
+
+/** Positional writes in flight at once while the input streams through. */
+const WRITES_IN_FLIGHT = 64;
+
+/**
+ * Lays a batch's input out in the order its lines are to run, as the batch's work file, and cuts it
+ * into chunks. The input is read once, as a stream; each record is written straight to its place in
+ * a scratch file (record sizes are known from validation), which is then stored whole. Memory holds
+ * one offset per line, not the lines. Writing it again (after a crash) gives the same bytes.
+ */
+export class WorkFileWriter {
+  constructor(private readonly deps: { blobStore: BlobStore; scratchDir: string }) {}
+
+  async write(batchId: string, inputKey: string, lines: readonly RequestLine[], order: readonly number[], chunkLines: number): Promise<{ key: string; chunks: ChunkSpec[] }> {
+    const offsets = new Float64Array(lines.length);
+    const chunks: ChunkSpec[] = [];
+    let at = 0;
+    for (let position = 0; position < order.length; position++) {
+      const index = order[position]!;
+      const line = lines[index]!;
+      if (position % chunkLines === 0) chunks.push({ index: chunks.length, first_line: line.number, lines: 0, start: at, end: at });
+      const chunk = chunks[chunks.length - 1]! as { lines: number; end: number };
+      offsets[index] = at;
+      at += workRecordBytes(line.number, line.textBytes);
+      chunk.lines += 1;
+      chunk.end = at;
+    }
+
+    await makePrivateDirectoryAsync(this.deps.scratchDir);
+    const scratch = join(this.deps.scratchDir, `${batchId}.work.${randomBytes(6).toString('hex')}`);
+    try {
+      const file = await open(scratch, 'w', PRIVATE_FILE_MODE);
+      try {
+        await file.truncate(at);
+        const source = await this.deps.blobStore.get(inputKey);
+        const writes = new Set<Promise<void>>();
+        let failure: unknown;
+        let next = 0;
+        try {
+          for await (const physical of physicalLines(source)) {
+            const line = lines[next];
+            if (!line || physical.number !== line.number) continue;
+            const record = Buffer.from(workRecord(line.number, physical.text));
+            if (record.length !== workRecordBytes(line.number, line.textBytes)) throw new Error(`input line ${line.number} changed since validation`);
+            const write: Promise<void> = file
+              .write(record, 0, record.length, offsets[next]!)
+              .then(
+                () => undefined,
+                (error: unknown) => void (failure ??= error),
+              )
+              .finally(() => writes.delete(write));
+            writes.add(write);
+            next += 1;
+            if (writes.size >= WRITES_IN_FLIGHT) await Promise.race(writes);
+            if (failure) throw failure;
+          }
+        } finally {
+          source.destroy();
+          await Promise.all(writes);
+        }
+        if (failure) throw failure;
+        if (next !== lines.length) throw new Error(`input file holds ${next} of the ${lines.length} request lines validated`);
+      } finally {
+        await file.close();
+      }
+      const key = workFileBlobKey(batchId);
+      await this.deps.blobStore.put(key, createReadStream(scratch));
+      return { key, chunks };
+    } finally {
+      await unlink(scratch).catch(() => undefined);
+    }
+  }
+}
