@@ -13,6 +13,8 @@ export const MIN_SHARED_PREFIX_CHARS = 256;
 /** The depths, in characters of the rendered prompt, at which lines are compared after the instructions. */
 export const PREFIX_DEPTHS_CHARS = [1_024, 4_096, 16_384] as const;
 
+const DEEPEST = PREFIX_DEPTHS_CHARS[PREFIX_DEPTHS_CHARS.length - 1];
+
 /** Signature levels per line: the instructions, then each depth of PREFIX_DEPTHS_CHARS. */
 export const PREFIX_LEVELS = 1 + PREFIX_DEPTHS_CHARS.length;
 
@@ -102,6 +104,8 @@ function renderPrompt(endpoint: BatchEndpoint, body: Record<string, unknown>): {
     let text = '';
     let leading = true;
     for (const message of messages) {
+      // Nothing past the deepest depth is compared: a long conversation is not rendered whole.
+      if (text.length > DEEPEST) break;
       const { role, content } = (message ?? {}) as { role?: unknown; content?: unknown };
       const part = `${String(role)}\u0000${contentText(content)}\u0001`;
       leading &&= role === 'system' || role === 'developer';
