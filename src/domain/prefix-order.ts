@@ -13,7 +13,7 @@ export const MIN_SHARED_PREFIX_CHARS = 256;
 /** The depths, in characters of the rendered prompt, at which lines are compared after the instructions. */
 export const PREFIX_DEPTHS_CHARS = [1_024, 4_096, 16_384] as const;
 
-const DEEPEST = PREFIX_DEPTHS_CHARS[PREFIX_DEPTHS_CHARS.length - 1];
+const DEEPEST = PREFIX_DEPTHS_CHARS[PREFIX_DEPTHS_CHARS.length - 1]!;
 
 /** Signature levels per line: the instructions, then each depth of PREFIX_DEPTHS_CHARS. */
 export const PREFIX_LEVELS = 1 + PREFIX_DEPTHS_CHARS.length;
