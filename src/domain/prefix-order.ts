@@ -29,11 +29,19 @@ export const PREFIX_LEVELS = 1 + PREFIX_DEPTHS_CHARS.length;
 export function prefixSignature(endpoint: BatchEndpoint, body: Record<string, unknown>): readonly (string | undefined)[] {
   const rendered = renderPrompt(endpoint, body);
   if (rendered === undefined) return [];
-  const levels: (string | undefined)[] = [rendered.instructions.length >= MIN_SHARED_PREFIX_CHARS ? digest(rendered.instructions) : undefined];
-  for (const depth of PREFIX_DEPTHS_CHARS) {
-    levels.push(rendered.text.length >= MIN_SHARED_PREFIX_CHARS ? digest(rendered.text.slice(0, depth)) : undefined);
+  const { text, instructionsEnd } = rendered;
+  // Where each level's prefix ends in the rendered text (undefined: no signature at that level).
+  const ends = [instructionsEnd >= MIN_SHARED_PREFIX_CHARS ? instructionsEnd : undefined, ...PREFIX_DEPTHS_CHARS.map((depth) => (text.length >= MIN_SHARED_PREFIX_CHARS ? Math.min(depth, text.length) : undefined))];
+  // One running hash over the text, read at each end in turn: every character is hashed once.
+  const hash = createHash('sha1');
+  let hashed = 0;
+  const digests = new Map<number, string>();
+  for (const end of [...new Set(ends.filter((end): end is number => end !== undefined))].sort((a, b) => a - b)) {
+    hash.update(text.slice(hashed, end));
+    hashed = end;
+    digests.set(end, hash.copy().digest('base64'));
   }
-  return levels;
+  return ends.map((end) => (end === undefined ? undefined : digests.get(end)));
 }
 
 /**
@@ -92,15 +100,11 @@ export function prefixOrder(keys: readonly (readonly number[])[]): number[] | un
   return order.every((line, position) => line === position) ? undefined : order;
 }
 
-function digest(text: string): string {
-  return createHash('sha1').update(text).digest('base64');
-}
-
 /** The prompt as the engine's prefix cache sees it, in order: instructions first. */
-function renderPrompt(endpoint: BatchEndpoint, body: Record<string, unknown>): { instructions: string; text: string } | undefined {
+function renderPrompt(endpoint: BatchEndpoint, body: Record<string, unknown>): { instructionsEnd: number; text: string } | undefined {
   if (endpoint === '/v1/chat/completions') {
     const messages = Array.isArray(body.messages) ? (body.messages as unknown[]) : [];
-    let instructions = '';
+    let instructionsEnd = 0;
     let text = '';
     let leading = true;
     for (const message of messages) {
@@ -109,15 +113,15 @@ function renderPrompt(endpoint: BatchEndpoint, body: Record<string, unknown>): {
       const { role, content } = (message ?? {}) as { role?: unknown; content?: unknown };
       const part = `${String(role)}\u0000${contentText(content)}\u0001`;
       leading &&= role === 'system' || role === 'developer';
-      if (leading) instructions += part;
       text += part;
+      if (leading) instructionsEnd = text.length;
     }
-    return { instructions, text };
+    return { instructionsEnd, text };
   }
-  if (endpoint === '/v1/completions') return { instructions: '', text: contentText(body.prompt) };
+  if (endpoint === '/v1/completions') return { instructionsEnd: 0, text: contentText(body.prompt) };
   if (endpoint === '/v1/responses') {
     const instructions = typeof body.instructions === 'string' ? body.instructions : '';
-    return { instructions, text: `${instructions}\u0001${contentText(body.input)}` };
+    return { instructionsEnd: instructions.length, text: `${instructions}\u0001${contentText(body.input)}` };
   }
   return undefined;
 }
