@@ -13,35 +13,58 @@ const MIB = 1024 * 1024;
 export const BENCH_MODEL = 'bench-model';
 const BENCH_JOB = 'bench-job';
 
-/** A 50,000-line chat batch of short requests (about 200 bytes a line). */
-async function writeChatInput(path: string, lines: number): Promise<number> {
+/** Writes a batch input file of chat requests, one JSON line each, as they come; answers its size in bytes. */
+export async function writeBatchInput(path: string, requests: Iterable<{ custom_id: string; body: unknown }>): Promise<number> {
   const out = createWriteStream(path);
-  for (let index = 0; index < lines; index++) {
-    const line = JSON.stringify({
-      custom_id: `request-${index}`,
-      method: 'POST',
-      url: '/v1/chat/completions',
-      body: { model: BENCH_MODEL, messages: [{ role: 'user', content: `Say something true about the number ${index}.` }], max_tokens: 16 },
-    });
+  for (const { custom_id, body } of requests) {
+    const line = JSON.stringify({ custom_id, method: 'POST', url: '/v1/chat/completions', body });
     if (!out.write(`${line}\n`)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
   }
   await new Promise((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve(undefined))));
   return statSync(path).size;
 }
 
+/** A 50,000-line chat batch of short requests (about 200 bytes a line). */
+function* shortChatRequests(lines: number): Generator<{ custom_id: string; body: unknown }> {
+  for (let index = 0; index < lines; index++) {
+    yield {
+      custom_id: `request-${index}`,
+      body: { model: BENCH_MODEL, messages: [{ role: 'user', content: `Say something true about the number ${index}.` }], max_tokens: 16 },
+    };
+  }
+}
+
+export interface UpstreamStats {
+  served: number;
+  maxActive: number;
+  meanActive: number;
+  /** With a prefix cache: approximate prompt tokens, and those found cached, since the last read. */
+  promptTokens?: number;
+  cachedTokens?: number;
+}
+
 export interface Upstream {
   readonly url: string;
-  stats(): Promise<{ served: number; maxActive: number; meanActive: number }>;
+  /** Each read starts a new window. */
+  stats(): Promise<UpstreamStats>;
   stop(): Promise<void>;
 }
 
+/** The upstream's model of prompts: its prefix cache's budget and the prefill time of an uncached token. */
+export interface PrefixCacheModel {
+  cacheTokens: number;
+  prefillUsPerToken: number;
+}
+
 /** The local OpenAI-compatible upstream (bench/upstream.ts) in its own process. */
-export async function startUpstream(latencyMs: number, concurrency: number, policy: 'fcfs' | 'priority' = 'fcfs'): Promise<Upstream> {
-  const { child, match } = await startNode(join(packageRoot, 'dist/bench/upstream.js'), [String(latencyMs), String(concurrency), '--policy', policy], {}, /listening on (\d+)/);
+export async function startUpstream(latencyMs: number, concurrency: number, policy: 'fcfs' | 'priority' = 'fcfs', prefix?: PrefixCacheModel): Promise<Upstream> {
+  const args = [String(latencyMs), String(concurrency), '--policy', policy];
+  if (prefix) args.push('--prefix-cache-tokens', String(prefix.cacheTokens), '--prefill-us-per-token', String(prefix.prefillUsPerToken));
+  const { child, match } = await startNode(join(packageRoot, 'dist/bench/upstream.js'), args, {}, /listening on (\d+)/);
   const url = `http://127.0.0.1:${match[1]}`;
   return {
     url,
-    stats: async () => (await (await fetch(`${url}/stats`)).json()) as { served: number; maxActive: number; meanActive: number },
+    stats: async () => (await (await fetch(`${url}/stats`)).json()) as UpstreamStats,
     stop: () => stop(child),
   };
 }
@@ -102,7 +125,7 @@ export function benchJobEnv(work: string, upstream: string, concurrency: number)
 }
 
 /** One batch through the whole service with the official client: upload, create, wait, download. */
-async function runSpoolBatch(url: string, input: string, lines: number): Promise<Omit<SpoolBatchRun, 'peakRssMiB'>> {
+export async function runSpoolBatch(url: string, input: string, lines: number): Promise<Omit<SpoolBatchRun, 'peakRssMiB'>> {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 600_000 });
   const started = process.hrtime.bigint();
   const file = await client.files.create({ file: createReadStream(input), purpose: 'batch' });
@@ -135,6 +158,24 @@ function logPhases(dataDir: string): { validate: number; run: number; finalize: 
   const lastLine = Math.max(at('LineCompleted', 'last'), at('LineFailed', 'last') || 0);
   const completed = at('BatchCompleted', 'first');
   return { validate: (validated - created) / 1000, run: (lastLine - validated) / 1000, finalize: (completed - lastLine) / 1000 };
+}
+
+/**
+ * One batch through a fresh service on the embedded default in dataDir: the client's times, the
+ * phases from the log, and the process's peak RSS.
+ */
+export async function spoolBatchOnEmbedded(dataDir: string, env: Record<string, string>, input: string, lines: number): Promise<SpoolBatchRun> {
+  const service = await startSpool(dataDir, env);
+  let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
+  let rss: number;
+  try {
+    run = await runSpoolBatch(service.url, input, lines);
+  } finally {
+    rss = peakRssMiB(service.child.pid!);
+    await stop(service.child);
+  }
+  Object.assign(run.phases, logPhases(dataDir));
+  return { ...run, peakRssMiB: rss };
 }
 
 export interface BatchBenchResult {
@@ -181,7 +222,7 @@ export async function benchBatch(options: {
   let spread: number[] = [];
   try {
     const input = join(work, 'input.jsonl');
-    const size = await writeChatInput(input, options.lines);
+    const size = await writeBatchInput(input, shortChatRequests(options.lines));
     const bodies = readFileSync(input, 'utf8')
       .split('\n')
       .filter(Boolean)
@@ -199,36 +240,32 @@ export async function benchBatch(options: {
         const bareStats = await upstream.stats();
         const dataDir = mkdtempSync(join(work, 'data-'));
         const env = { ...benchJobEnv(work, upstream.url, options.engineConcurrency ?? options.concurrency), ...options.spoolEnv };
-        let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
-        let rss: number;
+        let run: SpoolBatchRun;
         if (broker) {
           const deployment = await startKafkaDeployment(dataDir, env, options.engineConcurrency ?? options.concurrency, broker);
+          let client: Omit<SpoolBatchRun, 'peakRssMiB'>;
+          let rss: number;
           try {
-            run = await runSpoolBatch(deployment.url, input, options.lines);
+            client = await runSpoolBatch(deployment.url, input, options.lines);
             spread = await deployment.inferenceHandled();
           } finally {
             rss = Math.max(...Object.values(deployment.peakRss()));
             await deployment.stop();
           }
+          Object.assign(client.phases, logPhases(dataDir));
+          run = { ...client, peakRssMiB: rss };
         } else {
-          const service = await startSpool(dataDir, env);
-          try {
-            run = await runSpoolBatch(service.url, input, options.lines);
-          } finally {
-            rss = peakRssMiB(service.child.pid!);
-            await stop(service.child);
-          }
+          run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines);
         }
         const stats = await upstream.stats();
         if (stats.maxActive > options.concurrency || bareStats.maxActive > options.concurrency) throw new Error(`the upstream held ${stats.maxActive} requests at once`);
         if (stats.served !== options.lines || bareStats.served !== options.lines) throw new Error(`the upstream served ${bareStats.served} and ${stats.served} requests, not ${options.lines}`);
         inFlight.push({ baseline: bareStats.meanActive, spool: stats.meanActive });
-        Object.assign(run.phases, logPhases(dataDir));
         events = [...eventTimes(dataDir).values()].reduce((sum, row) => sum + row.count, 0);
-        spool.push({ ...run, peakRssMiB: rss });
+        spool.push(run);
         ratios.push(bare / run.seconds);
         process.stdout.write(
-          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${rss.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}\n`,
+          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}\n`,
         );
         if (round === options.rounds - 1 && options.keepLog) await options.keepLog(dataDir);
         rmSync(dataDir, { recursive: true, force: true });

@@ -1,9 +1,9 @@
-import { createWriteStream, createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/package-root.js';
-import { BENCH_MODEL, benchJobEnv, startUpstream } from './batch.js';
+import { BENCH_MODEL, benchJobEnv, startUpstream, writeBatchInput } from './batch.js';
 import { peakRssMiB } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { startSpool } from './spool.js';
@@ -26,22 +26,17 @@ export interface ImagesResult {
   rows: ImagesRow[];
 }
 
-async function writeImageInput(path: string, lines: number): Promise<void> {
-  const out = createWriteStream(path);
+function* imageRequests(lines: number): Generator<{ custom_id: string; body: unknown }> {
   for (let index = 0; index < lines; index++) {
-    const line = JSON.stringify({
+    yield {
       custom_id: `image-${index}`,
-      method: 'POST',
-      url: '/v1/chat/completions',
       body: {
         model: BENCH_MODEL,
         max_tokens: 8,
         messages: [{ role: 'user', content: [{ type: 'text', text: `What is in picture ${index}?` }, { type: 'image_url', image_url: { url: `s3://${IMAGE_BUCKET}/picture-${index}.png` } }] }],
       },
-    });
-    if (!out.write(`${line}\n`)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+    };
   }
-  await new Promise((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve(undefined))));
 }
 
 /**
@@ -55,7 +50,7 @@ export async function benchImages(options: { lineCounts: number[]; imageMiB: num
   try {
     for (const lines of options.lineCounts) {
       const input = join(work, `input-${lines}.jsonl`);
-      await writeImageInput(input, lines);
+      await writeBatchInput(input, imageRequests(lines));
       const upstream = await startUpstream(0, 64);
       const store = await startNode(join(packageRoot, 'dist/bench/image-store.js'), [String(options.imageMiB)], {}, /listening on (\d+)/);
       const storeUrl = `http://127.0.0.1:${store.match[1]}`;

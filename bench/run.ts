@@ -2,14 +2,15 @@
 //   node --expose-gc dist/bench/run.js [NAME...]      (or BENCH_ONLY=name,name) runs only those;
 //   their sections of RESULTS.md are replaced and the others kept as they were.
 // Names: upload validation overhead replay batch checkpoint swap builtin images scheduler
-// scheduler-kafka; BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
+// scheduler-kafka prefix; BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
 // fleet scheduler was wired, shown beside every later run; `render` only rewrites
 // RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say).
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
 // staging. BENCH_IMAGE_LINES (default 100,1000) the batch sizes of the 8 MiB-image memory run
-// (each line about 0.1-0.4 s on 2 shared cores). BENCH_PROFILE=DIR profiles every spool process started (see bench/spool.ts).
+// (each line about 0.1-0.4 s on 2 shared cores). BENCH_PREFIX_LINES (default 50,000) the lines of the
+// prefix-cache batch, BENCH_PREFIX_ROUNDS (default 1) its rounds (two runs of it each). BENCH_PROFILE=DIR profiles every spool process started (see bench/spool.ts).
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,7 @@ import { type BatchBenchResult, benchBatch } from './batch.js';
 import { type BuiltinResult, benchBuiltinEngine } from './builtin-engine.js';
 import { type CheckpointResult, benchCheckpoint } from './checkpoint.js';
 import { type ImagesResult, benchImages } from './images.js';
+import { type PrefixResult, benchPrefix } from './prefix.js';
 import { type ReplayResult, benchReplay } from './replay.js';
 import { type SchedulerResult, benchScheduler } from './scheduler.js';
 import { schedulerSections } from './scheduler-results.js';
@@ -25,7 +27,7 @@ import { type UploadResult, benchUpload } from './upload.js';
 import { type ValidationResult, benchValidation } from './validation.js';
 import { type WeightSwapResult, benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -43,6 +45,9 @@ const imageLines = (process.env.BENCH_IMAGE_LINES ?? '100,1000').split(',').map(
 const IMAGE_MIB = 8;
 const IMAGE_ENGINE_CONCURRENCY = 16;
 const CAPPED_HEAP_MIB = 64;
+/** About 200 MiB of input and two runs of about a minute each per round. */
+const prefixLines = Number(process.env.BENCH_PREFIX_LINES ?? 50_000);
+const prefixRounds = Number(process.env.BENCH_PREFIX_ROUNDS ?? 1);
 
 const requested = [...process.argv.slice(2), ...(process.env.BENCH_ONLY ?? '').split(',')].map((name) => name.trim()).filter(Boolean);
 // `render` runs nothing and writes RESULTS.md again from the figures it holds.
@@ -70,6 +75,7 @@ interface Results {
   schedulerBefore?: Stored<SchedulerResult>;
   schedulerKafka?: Stored<SchedulerResult>;
   schedulerKafkaBefore?: Stored<SchedulerResult>;
+  prefix?: Stored<PrefixResult>;
 }
 
 const resultsPath = join(packageRoot, 'bench', 'RESULTS.md');
@@ -119,6 +125,7 @@ try {
   const schedulerBefore = process.env.BENCH_SCHEDULER_BEFORE === '1';
   if (selected.has('scheduler')) log('scheduler', (results[schedulerBefore ? 'schedulerBefore' : 'scheduler'] = stamp(await benchScheduler('embedded'))).data);
   if (selected.has('scheduler-kafka')) log('scheduler-kafka', (results[schedulerBefore ? 'schedulerKafkaBefore' : 'schedulerKafka'] = stamp(await benchScheduler('kafka'))).data);
+  if (selected.has('prefix')) log('prefix', (results.prefix = stamp(await benchPrefix({ lines: prefixLines, rounds: prefixRounds }))).data);
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });
 }
@@ -398,10 +405,41 @@ for (const [shape, before, after] of [
   if (rendered.section) sections.push(rendered.section);
 }
 
+if (results.prefix) {
+  const { data: p } = results.prefix;
+  const share = (run: PrefixResult['fileOrder']) => `${percent(run.cachedShare)} of the cacheable tokens cached, ${fixed(run.seconds)} s`;
+  summary.push(
+    `| 10. Prefix cache, ${p.lines.toLocaleString('en')} lines | file order: ${share(p.fileOrder)} | prefix order: ${share(p.prefixOrder)} | ${percent(p.timeRatio)} of the time | ≥ 95% cached (file order about 25%) | ${met(p.prefixOrder.cachedShare >= 0.95)} |`,
+  );
+  const row = (name: string, run: PrefixResult['fileOrder']) =>
+    `| ${name} | ${run.cachedTokens.toLocaleString('en')} | ${percent(run.cachedShare)} | ${fixed(run.seconds)} s | ${fixed(run.runSeconds)} s | ${fixed(run.inFlight)} | ${fixed(run.peakRssMiB, 0)} MiB |`;
+  add([
+    '## 10. Prefix caching: a batch of shared system prompts in file order and in prefix order',
+    '',
+    when(results.prefix) + ` Median of ${p.rounds} round${p.rounds === 1 ? '' : 's'}, each running both orders one after the other.`,
+    '',
+    `A ${p.lines.toLocaleString('en')}-line chat batch (${fixed(p.inputMiB)} MiB), shuffled: each line has one of ${p.prompts} system prompts (each its own from its first block on, ${p.sharedTokensPerPrompt} tokens of full blocks shared by its lines) and a short message of its own, about 1,000 prompt tokens a line. ` +
+      `Upstream: bench/upstream.ts with a prefix cache (bench/prefix-cache.ts: 4 characters a token, blocks of 16 tokens with chained ids, an LRU) of ${p.cacheTokens.toLocaleString('en')} tokens, enough for ${p.cachedPrompts} of the prompts; ` +
+      `every answer after ${p.latencyMs} ms plus ${p.prefillUsPerToken} µs per uncached prompt token, at most ${p.concurrency} requests in service at once. ` +
+      `Spool: the whole service on the embedded default (ENGINE_CONCURRENCY=${p.concurrency}), upload to output downloaded as in 1, once with BATCH_PREFIX_ORDER=off (lines in file order) and once with BATCH_PREFIX_ORDER=auto (the default), each against a fresh upstream (an empty cache). ` +
+      `Cacheable tokens: what an unbounded cache would find in any order, every full block counted once uncached and cached at each later line that has it (${p.maxCachedTokens.toLocaleString('en')} of ${p.promptTokens.toLocaleString('en')} prompt tokens, by the upstream's own block model); ` +
+      `file order keeps about the ${p.cachedPrompts} of ${p.prompts} prompts last seen cached, about a quarter.`,
+    '',
+    '| BATCH_PREFIX_ORDER | cached tokens | of the cacheable | end to end | running the lines | mean requests in service at the upstream | spool peak RSS |',
+    '|---|---|---|---|---|---|---|',
+    row('off (file order)', p.fileOrder),
+    row('auto (prefix order)', p.prefixOrder),
+    '',
+    `Prefix order takes ${percent(p.timeRatio)} of file order's time (median of the rounds' ratios). Target: at least 95% of the cacheable tokens cached in prefix order; file order, about 25%, is the reference.`,
+    '',
+    data('prefix', results.prefix),
+  ]);
+}
+
 const document = [
   '# Benchmark results',
   '',
-  'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`; the other sections stay as they were). ' +
+  'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`, `prefix`; the other sections stay as they were). ' +
     'In every round the baseline and the service run back to back on the same input, so ratios compare like with like on a shared, noisy machine; each figure is the median over the rounds, and each ratio the median of the rounds\' ratios. No timing is asserted in the test suite.',
   '',
   '| item | baseline | spool | spool / baseline | target | |',

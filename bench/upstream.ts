@@ -1,30 +1,61 @@
 // A local OpenAI-compatible upstream for the batch benchmarks, run as its own process:
 //   node dist/bench/upstream.js LATENCY_MS CONCURRENCY [--policy fcfs|priority]
+//     [--prefix-cache-tokens N] [--prefill-us-per-token U]
 // Each chat completion is answered after a fixed latency; at most CONCURRENCY requests are
 // served at once and the others wait, as an inference server's scheduler would: in arrival order
 // (fcfs, the default), or with --policy priority the way vLLM's `--scheduling-policy priority`
 // does: lowest `priority` request field first (absent: 0), ties by arrival. Unlike vLLM it never
 // preempts a request already in service.
+// With either prefix flag, prompts are counted and cached the way vLLM's automatic prefix caching
+// does, simply (bench/prefix-cache.ts): tokens are 4 characters of the prompt, blocks 16 tokens
+// with chained ids, an LRU of N tokens' worth of blocks (0 or absent: nothing is cached). A
+// request's cached tokens are its leading blocks present when it is admitted to service; its
+// answer waits the latency plus U µs per uncached token, and carries usage.prompt_tokens and
+// usage.prompt_tokens_details.cached_tokens. Simplifications: a request's blocks are in the cache
+// from its admission (vLLM has them once its prefill ran, so requests admitted together all
+// miss), blocks of requests in service can be evicted, a fully cached prompt recomputes nothing,
+// and each request's prefill is charged on its own (no batching, no contention between them).
 // GET /stats answers how many requests it served, the most it held in service at once, and the
-// latency (arrival to answer) per priority value; GET /metrics answers vLLM's load gauges;
+// latency (arrival to answer) per priority value, and with a prefix flag the prompt and cached
+// tokens; GET /metrics answers vLLM's load gauges;
 // GET /log the requests in the order they were started (admitted to service), each with its
 // priority and its first message's content, so tests can see which work overtook which.
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import { serveOnLoopback } from './loopback-server.js';
+import { BLOCK_TOKENS, PrefixCache, blockIds, promptText, promptTokens } from './prefix-cache.js';
 
 const positional: string[] = [];
 let policy = 'fcfs';
+let prefixCacheTokens: string | undefined;
+let prefillUsPerToken: string | undefined;
 for (let i = 2; i < process.argv.length; i++) {
   const arg = process.argv[i]!;
   if (arg === '--policy') policy = process.argv[++i] ?? '';
+  else if (arg === '--prefix-cache-tokens') prefixCacheTokens = process.argv[++i] ?? '';
+  else if (arg === '--prefill-us-per-token') prefillUsPerToken = process.argv[++i] ?? '';
   else positional.push(arg);
 }
-if (policy !== 'fcfs' && policy !== 'priority') {
-  process.stderr.write(`--policy must be fcfs or priority, not ${JSON.stringify(policy)}\n`);
+const refuse = (message: string): never => {
+  process.stderr.write(`${message}\n`);
   process.exit(2);
-}
+};
+if (policy !== 'fcfs' && policy !== 'priority') refuse(`--policy must be fcfs or priority, not ${JSON.stringify(policy)}`);
+const nonNegative = (flag: string, value: string | undefined): number => {
+  const number = Number(value ?? 0);
+  return Number.isFinite(number) && number >= 0 && value !== '' ? number : refuse(`${flag} must be a number of at least 0, not ${JSON.stringify(value)}`);
+};
 const latencyMs = Number(positional[0] ?? 0);
 const concurrency = Number(positional[1] ?? 64);
+/** Prompts are modelled only when asked for: without the flags every answer is as it always was. */
+const prompts =
+  prefixCacheTokens === undefined && prefillUsPerToken === undefined
+    ? undefined
+    : {
+        cache: new PrefixCache(nonNegative('--prefix-cache-tokens', prefixCacheTokens)),
+        prefillUsPerToken: nonNegative('--prefill-us-per-token', prefillUsPerToken),
+        promptTokens: 0,
+        cachedTokens: 0,
+      };
 
 let active = 0;
 let maxActive = 0;
@@ -68,23 +99,41 @@ function release(): void {
   else track(-1);
 }
 
-/** vLLM's priority field: an integer, absent meaning 0; anything else is not a priority. */
-function priorityOf(body: string): number {
+/** A request body parsed once (bodies of the prefix benchmark are kilobytes), or why it could not be. */
+type Parsed = { ok: true; request: unknown } | { ok: false; error: unknown };
+function parse(body: string): Parsed {
   try {
-    const priority = (JSON.parse(body) as { priority?: unknown }).priority;
-    return typeof priority === 'number' && Number.isInteger(priority) ? priority : 0;
-  } catch {
-    return 0;
+    return { ok: true, request: JSON.parse(body) };
+  } catch (error) {
+    return { ok: false, error };
   }
 }
 
+/** vLLM's priority field: an integer, absent meaning 0; anything else is not a priority. */
+function priorityOf(parsed: Parsed): number {
+  const priority = parsed.ok ? (parsed.request as { priority?: unknown } | null)?.priority : undefined;
+  return typeof priority === 'number' && Number.isInteger(priority) ? priority : 0;
+}
+
 /** The first message's content (a chat request's), at most 64 characters. */
-function markerOf(body: string): string {
+function markerOf(parsed: Parsed): string {
+  if (!parsed.ok) return '';
   try {
-    return String((JSON.parse(body) as { messages?: Array<{ content?: unknown }> }).messages?.[0]?.content ?? '').slice(0, 64);
+    return String((parsed.request as { messages?: Array<{ content?: unknown }> } | null)?.messages?.[0]?.content ?? '').slice(0, 64);
   } catch {
     return '';
   }
+}
+
+/** With prompts modelled: the request's approximate and cached prompt tokens, its blocks now cached. */
+function admitPrompt(parsed: Parsed): { tokens: number; cached: number } | undefined {
+  if (!prompts || !parsed.ok) return undefined;
+  const text = promptText(parsed.request);
+  const tokens = promptTokens(text);
+  const cached = prompts.cache.admit(blockIds(text)) * BLOCK_TOKENS;
+  prompts.promptTokens += tokens;
+  prompts.cachedTokens += cached;
+  return { tokens, cached };
 }
 
 function latencySummary(): Record<string, { count: number; meanMs: number; p50Ms: number; p95Ms: number; maxMs: number }> {
@@ -107,8 +156,9 @@ function metrics(): string {
   );
 }
 
-function answer(body: string): string {
-  const request = JSON.parse(body) as { model?: string; messages?: Array<{ content?: unknown }> };
+function answer(parsed: Parsed, prompt: { tokens: number; cached: number } | undefined): string {
+  if (!parsed.ok) throw parsed.error;
+  const request = parsed.request as { model?: string; messages?: Array<{ content?: unknown }> };
   const content = String(request.messages?.[0]?.content ?? '');
   served += 1;
   return JSON.stringify({
@@ -117,7 +167,9 @@ function answer(body: string): string {
     created: 1_700_000_000,
     model: request.model ?? 'bench-model',
     choices: [{ index: 0, message: { role: 'assistant', content: `echo: ${content.slice(0, 64)}` }, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 },
+    usage: prompt
+      ? { prompt_tokens: prompt.tokens, completion_tokens: 8, total_tokens: prompt.tokens + 8, prompt_tokens_details: { cached_tokens: prompt.cached } }
+      : { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 },
   });
 }
 
@@ -125,8 +177,10 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   if (request.method === 'GET') {
     if (request.url === '/stats') {
       const meanActive = changedAt > firstAt ? integral / (changedAt - firstAt) : 0;
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ served, maxActive, meanActive, latencyByPriority: latencySummary() }));
-      // Each /stats read starts a new measurement window.
+      const tokens = prompts ? { promptTokens: prompts.promptTokens, cachedTokens: prompts.cachedTokens } : {};
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ served, maxActive, meanActive, latencyByPriority: latencySummary(), ...tokens }));
+      // Each /stats read starts a new measurement window (the cache itself stays warm).
+      if (prompts) prompts.promptTokens = prompts.cachedTokens = 0;
       integral = 0;
       firstAt = 0;
       served = 0;
@@ -142,14 +196,16 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   }
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
-  const body = Buffer.concat(chunks).toString();
-  const priority = priorityOf(body);
+  const parsed = parse(Buffer.concat(chunks).toString());
+  const priority = priorityOf(parsed);
   const arrivedAt = performance.now();
   await admit(priority);
-  if (started.length < LOG_LIMIT) started.push({ marker: markerOf(body), priority });
+  if (started.length < LOG_LIMIT) started.push({ marker: markerOf(parsed), priority });
   try {
-    if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs));
-    const text = answer(body);
+    const prompt = admitPrompt(parsed);
+    const waitMs = latencyMs + (prompt && prompts ? ((prompt.tokens - prompt.cached) * prompts.prefillUsPerToken) / 1000 : 0);
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+    const text = answer(parsed, prompt);
     response.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${served}` }).end(text);
     const values = latencies.get(priority) ?? [];
     values.push(performance.now() - arrivedAt);

@@ -80,3 +80,62 @@ describe('the upstream simulator', () => {
     await expect(upstream(['0', '4', '--policy', 'lottery'])).rejects.toThrow(/--policy.*fcfs.*priority/);
   });
 });
+
+describe("the upstream simulator's prefix cache", () => {
+  type Usage = { prompt_tokens: number; total_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
+  const usage = async (url: string, path: string, body: object): Promise<Usage> => {
+    const response = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', ...body }) });
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { usage: Usage }).usage;
+  };
+  // 4 characters a token, blocks of 16 tokens: 64 characters make one block. Each prefix is two
+  // full blocks (32 tokens); the "?" after it is part of no full block, so never cached.
+  const prefix = (letter: string) => letter.repeat(128);
+  const cachedOf = async (url: string, letter: string) => {
+    const answer = await usage(url, '/v1/completions', { prompt: `${prefix(letter)}?` });
+    expect(answer.prompt_tokens).toBe(33);
+    return answer.prompt_tokens_details?.cached_tokens;
+  };
+
+  it('finds a shared prefix cached on the second request, and forgets the least recently used one when full', async () => {
+    // 64 tokens: room for two prefixes' blocks.
+    const url = await upstream(['0', '4', '--prefix-cache-tokens', '64', '--prefill-us-per-token', '0']);
+    expect(await cachedOf(url, 'a')).toBe(0);
+    expect(await cachedOf(url, 'a')).toBe(32);
+    expect(await cachedOf(url, 'b')).toBe(0);
+    // a is used again, so b is now the least recently used.
+    expect(await cachedOf(url, 'a')).toBe(32);
+    expect(await cachedOf(url, 'c')).toBe(0);
+    // c took b's room; b coming back takes a's.
+    expect(await cachedOf(url, 'b')).toBe(0);
+    expect(await cachedOf(url, 'c')).toBe(32);
+    expect(await cachedOf(url, 'a')).toBe(0);
+    const stats = (await (await fetch(`${url}/stats`)).json()) as { served: number; promptTokens: number; cachedTokens: number };
+    expect(stats).toMatchObject({ served: 8, promptTokens: 8 * 33, cachedTokens: 3 * 32 });
+  });
+
+  it("counts a chat's messages, roles and contents in order, and caches the system prompt they share", async () => {
+    const url = await upstream(['0', '4', '--prefix-cache-tokens', '10000']);
+    // "system\n" + 1,016 characters + "\n": 1,024 characters, 16 full blocks shared by both
+    // requests; "user\n" and the question start the next block, which differs.
+    const system = { role: 'system', content: 's'.repeat(1_016) };
+    const first = await usage(url, '/v1/chat/completions', { messages: [system, { role: 'user', content: 'first question' }] });
+    const second = await usage(url, '/v1/chat/completions', { messages: [system, { role: 'user', content: 'second question' }] });
+    expect(first).toMatchObject({ prompt_tokens: Math.ceil((1_024 + 5 + 14 + 1) / 4), prompt_tokens_details: { cached_tokens: 0 } });
+    expect(second).toMatchObject({ prompt_tokens: Math.ceil((1_024 + 5 + 15 + 1) / 4), prompt_tokens_details: { cached_tokens: 16 * 16 } });
+    expect(second.total_tokens).toBe(second.prompt_tokens + 8);
+  });
+
+  it('answers usage as before without the prefix flags', async () => {
+    const url = await upstream(['0', '4']);
+    const system = { role: 'system', content: 's'.repeat(1_000) };
+    for (const question of ['first', 'second']) {
+      expect(await usage(url, '/v1/chat/completions', { messages: [system, { role: 'user', content: question }] })).toEqual({ prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 });
+    }
+    expect(await (await fetch(`${url}/stats`)).json()).not.toHaveProperty('cachedTokens');
+  });
+
+  it('rejects a prefix flag that is not a number', async () => {
+    await expect(upstream(['0', '4', '--prefix-cache-tokens', 'lots'])).rejects.toThrow(/--prefix-cache-tokens must be a number/);
+  });
+});
