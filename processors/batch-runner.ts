@@ -285,6 +285,7 @@ class OutcomeRecorder {
   async close(): Promise<void> {
     this.flush();
     await this.writing;
+    this.log.forget(this.chunk.batch_id, this.chunk.chunk);
     if (this.failure) throw this.failure;
   }
 }
