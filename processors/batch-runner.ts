@@ -150,22 +150,32 @@ export class BatchRunner {
     const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK);
     const work: Promise<void>[] = [];
     let leftOver = 0;
+    // A line that fails outright (not an engine's failure: those are outcomes) fails the chunk
+    // once the lines already sent are over; it is held here meanwhile, not left unobserved.
+    let failure: { error: unknown } | undefined;
     try {
       for await (const line of physicalLines(source, chunk.first_line, chunk.start)) {
-        if (this.stopping) break;
+        if (this.stopping || failure) break;
         if (isBlank(line.text) || settled.has(line.number)) continue;
         await waiting.room();
-        if (this.stopping) break;
+        if (this.stopping || failure) break;
         const leftQueue = waiting.enter();
         work.push(
-          this.runLine(batch, engine, line.number, line.text, chunkSpan, leftQueue).then((outcome) => {
-            leftQueue();
-            if (outcome) recorder.add(outcome);
-            else leftOver++;
-          }),
+          this.runLine(batch, engine, line.number, line.text, chunkSpan, leftQueue)
+            .then(
+              (outcome) => {
+                if (outcome) recorder.add(outcome);
+                else leftOver++;
+              },
+              (error: unknown) => {
+                failure ??= { error };
+              },
+            )
+            .finally(leftQueue),
         );
       }
       await Promise.all(work);
+      if (failure) throw failure.error;
     } finally {
       source.destroy();
       await recorder.close();
