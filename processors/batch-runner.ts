@@ -20,6 +20,14 @@ const CORRELATION = 'batch-runner';
 const FLUSH_LINES = 256;
 const FLUSH_MS = 200;
 
+/**
+ * Lines of one chunk waiting for an engine slot at once; the next is read as one is admitted. A
+ * chunk's lines all have one deadline and job, so these are enough for the engine's scheduler to
+ * put the most urgent chunk's lines first and share slots between jobs, while a process running
+ * 8 chunks holds about 250 waiting lines (parsed, with their promises and spans), not 1,600.
+ */
+const WAITING_LINES_PER_CHUNK = 32;
+
 const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
 
 /**
@@ -140,29 +148,45 @@ export class BatchRunner {
     }
 
     const recorder = new OutcomeRecorder(this.deps.outcomes, chunk);
+    const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK);
     const work: Promise<void>[] = [];
     let leftOver = 0;
+    // A line that fails outright (not an engine's failure: those are outcomes) fails the chunk
+    // once the lines already sent are over; it is held here meanwhile, not left unobserved.
+    let failure: { error: unknown } | undefined;
     try {
       for await (const line of batch.work_blob_key ? workFileLines(source) : physicalLines(source, chunk.first_line, chunk.start)) {
-        if (this.stopping) break;
+        if (this.stopping || failure) break;
         if (isBlank(line.text) || settled.has(line.number)) continue;
+        await waiting.room();
+        if (this.stopping || failure) break;
+        const leftQueue = waiting.enter();
         work.push(
-          this.runLine(batch, engine, line.number, line.text, chunkSpan).then((outcome) => {
-            if (outcome) recorder.add(outcome);
-            else leftOver++;
-          }),
+          this.runLine(batch, engine, line.number, line.text, chunkSpan, leftQueue)
+            .then(
+              (outcome) => {
+                if (outcome) recorder.add(outcome);
+                else leftOver++;
+              },
+              (error: unknown) => {
+                failure ??= { error };
+              },
+            )
+            .finally(leftQueue),
         );
       }
       await Promise.all(work);
+      if (failure) throw failure.error;
     } finally {
       source.destroy();
       await recorder.close();
     }
-    if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines not sent): stopping`);
+    if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines withdrawn, the rest not read): stopping`);
   }
 
   /** The line's outcome; undefined when the process stopped before the line was sent. */
-  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan): Promise<LineOutcome | undefined> {
+  /** `admitted`: called once the engine gives the line a slot (or never, if it is not sent). */
+  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
     const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
     if (this.stopping) return undefined;
     const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
@@ -174,7 +198,7 @@ export class BatchRunner {
       attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
     });
     try {
-      const outcome = await this.sendLine(batch, engine, line, request, span.traceparent);
+      const outcome = await this.sendLine(batch, engine, line, request, span.traceparent, admitted);
       if (outcome) span.setAttributes(outcomeAttributes(outcome));
       if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
       return outcome;
@@ -183,7 +207,14 @@ export class BatchRunner {
     }
   }
 
-  private async sendLine(batch: BatchRow, engine: InferenceEngine, line: number, request: { custom_id: string; body: Record<string, unknown> }, traceparent: string | undefined): Promise<LineOutcome | undefined> {
+  private async sendLine(
+    batch: BatchRow,
+    engine: InferenceEngine,
+    line: number,
+    request: { custom_id: string; body: Record<string, unknown> },
+    traceparent: string | undefined,
+    admitted: () => void,
+  ): Promise<LineOutcome | undefined> {
     const base = { batch_id: batch.id, line, custom_id: request.custom_id };
     const stopped = () => {
       const stopping = this.deps.queries.stopping(batch.id);
@@ -198,7 +229,10 @@ export class BatchRunner {
         body: { ...request.body, model: request.body.model ?? batch.model },
         // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
         // this process is stopping) again once admitted.
-        withdraw: () => this.stopping || Boolean(stopped()),
+        withdraw: () => {
+          admitted();
+          return this.stopping || Boolean(stopped());
+        },
         ...lineUrgency(batch),
         ...(traceparent ? { traceparent } : {}),
       });
@@ -260,6 +294,32 @@ function failed(base: { batch_id: string; line: number; custom_id: string }, cod
   return { type: 'LineFailed', data: { ...base, request_id: null, status_code: null, body: null, error: { code, message }, usage: ZERO_USAGE } };
 }
 
+/** Counts a chunk's lines sent to the engine and not yet admitted; room() waits while there are `limit`. */
+class WaitingLines {
+  private count = 0;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly limit: number) {}
+
+  async room(): Promise<void> {
+    while (this.count >= this.limit) await new Promise<void>((resolve) => (this.wake = resolve));
+  }
+
+  /** A line goes to the engine; the returned function says it left the queue (admitted, or finished without a slot), once. */
+  enter(): () => void {
+    this.count++;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.count--;
+      const wake = this.wake;
+      this.wake = undefined;
+      wake?.();
+    };
+  }
+}
+
 /** Collects a chunk's outcomes and records them in groups, one append at a time. */
 class OutcomeRecorder {
   private pending: LineOutcome[] = [];
@@ -291,6 +351,7 @@ class OutcomeRecorder {
   async close(): Promise<void> {
     this.flush();
     await this.writing;
+    this.log.forget(this.chunk.batch_id, this.chunk.chunk);
     if (this.failure) throw this.failure;
   }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.js';
+import { applyHeapPolicy } from './heap-policy.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint } from './engine/builtin/checkpoint.js';
 import { PROCESSOR_KINDS, type ProcessorKind } from './message-log/topics.js';
 import { replay } from './replay-command.js';
@@ -29,6 +30,8 @@ const STOP_PROGRESS_MS = 2000;
 
 async function run(roles: readonly Role[] | undefined): Promise<void> {
   const config = loadConfig();
+  // A service runs for as long as its batches do: its heap is held to a few times its live data.
+  applyHeapPolicy();
   // A signal during the start ends the process at once: there is nothing to finish yet.
   const exitAtOnce = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? ExitCode.interrupted : ExitCode.terminated);
   process.once('SIGINT', exitAtOnce);

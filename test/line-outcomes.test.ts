@@ -31,4 +31,17 @@ describe('line outcomes', () => {
     await storeA.close();
     await storeB.close();
   });
+
+  it('still records each line once after forgetting a chunk, and across more chunks than it remembers', async () => {
+    const store = new SqliteEventStore(join(tempDir('outcomes-forget'), 'events.sqlite'));
+    const log = new LineOutcomeLog(store);
+    expect(await log.record('batch_x', 0, [outcome(1, 'a'), outcome(2, 'a')], 'test')).toBe(2);
+    log.forget('batch_x', 0);
+    expect(await log.record('batch_x', 0, [outcome(2, 'b'), outcome(3, 'b')], 'test')).toBe(1);
+    // More chunks than are remembered: the first is read again, not appended to blindly.
+    for (let chunk = 1; chunk <= 100; chunk++) await log.record('batch_x', chunk, [outcome(chunk * 10, 'a')], 'test');
+    expect(await log.record('batch_x', 0, [outcome(1, 'c'), outcome(4, 'c')], 'test')).toBe(1);
+    expect((await log.read('batch_x', 0)).map((event) => (event.data as { line: number }).line)).toEqual([1, 2, 3, 4]);
+    await store.close();
+  });
 });

@@ -20,6 +20,7 @@ export default defineConfig({
       'test/engine-priority.test.ts',
       'test/chunk-admission.test.ts',
       'test/repeating-task.test.ts',
+      'test/heap-policy.test.ts',
     ],
     testTimeout: 60_000,
     maxWorkers: 2,

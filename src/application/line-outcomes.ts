@@ -4,8 +4,12 @@ import { type LineOutcome, lineOutcomeEventId } from '../domain/line-outcome.js'
 
 const MAX_ATTEMPTS = 20;
 
-/** How many chunk streams' recorded lines are remembered between groups. */
-const REMEMBERED_CHUNKS = 1024;
+/**
+ * How many chunk streams' recorded lines are remembered between groups: more than the chunks a
+ * process runs at once (twice BATCH_PARALLEL_CHUNKS at most). A chunk whose run is over is
+ * forgotten at once (forget()); this bounds what runs that never say so leave behind.
+ */
+const REMEMBERED_CHUNKS = 64;
 
 /** What this process knows of a chunk's stream: every event up to `revision`, by id. */
 interface KnownChunk {
@@ -37,6 +41,15 @@ export class LineOutcomeLog {
 
   async settledLines(batchId: string, chunk: number): Promise<Set<number>> {
     return new Set((await this.read(batchId, chunk)).map((event) => (event.data as { line: number }).line));
+  }
+
+  /**
+   * The chunk's run here is over: what it recorded is not remembered any longer (a batch's ids
+   * would otherwise stay in memory, about 100 bytes a line). Recording to it again reads its
+   * stream first, as for any chunk not remembered.
+   */
+  forget(batchId: string, chunk: number): void {
+    this.known.delete(batchLinesStreamName(batchId, chunk));
   }
 
   /** Records the outcomes not recorded yet; returns how many were new. */

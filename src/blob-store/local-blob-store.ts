@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { opendir, rename, rm, stat } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { open, opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
 import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+import { FileContentStream } from './file-content-stream.js';
 
 /**
  * Blobs as files under a directory. A put writes to a hidden sibling and renames it into place
@@ -37,16 +38,14 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async get(key: string, range?: { start: number; end: number }): Promise<Readable> {
-    const path = this.pathOf(key);
-    const stream = createReadStream(path, range ? { start: range.start, end: range.end } : {});
-    // Surface a missing file as BlobNotFoundError now rather than as a stream error later.
-    await new Promise<void>((resolve, reject) => {
-      stream.once('open', () => resolve());
-      stream.once('error', (error: NodeJS.ErrnoException) =>
-        reject(error.code === 'ENOENT' ? new BlobNotFoundError(key) : error),
-      );
-    });
-    return stream;
+    let handle;
+    try {
+      handle = await open(this.pathOf(key), 'r');
+    } catch (error) {
+      // A missing file is BlobNotFoundError now rather than a stream error later.
+      throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
+    }
+    return new FileContentStream(handle, range?.start, range?.end);
   }
 
   async head(key: string): Promise<{ size: number } | undefined> {

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { Readable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BlobStore, BlobNotFoundError } from '../../src/blob-store/blob-store.js';
 
@@ -13,6 +14,21 @@ export async function listKeys(store: BlobStore, prefix: string): Promise<string
   const keys: string[] = [];
   for await (const key of store.list(prefix)) keys.push(key);
   return keys.sort();
+}
+
+/** A destination that takes its time over each write and keeps a copy of what it was given. */
+function slowDestination(failAfter?: number): Writable & { received(): Buffer } {
+  const chunks: Buffer[] = [];
+  let taken = 0;
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      // A copy: the chunk is the writer's again once the callback is called.
+      chunks.push(Buffer.from(chunk));
+      taken += chunk.length;
+      setTimeout(() => callback(failAfter !== undefined && taken >= failAfter ? new Error('client went away') : null), 1);
+    },
+  });
+  return Object.assign(destination, { received: () => Buffer.concat(chunks) });
 }
 
 /** A stream of `total` bytes in 64 KiB chunks that fails after `failAfter` bytes, if given. */
@@ -54,6 +70,26 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
       expect((await readAllBytes(await store.get(`${run}/a/object.bin`))).equals(content)).toBe(true);
       const range = await readAllBytes(await store.get(`${run}/a/object.bin`, { start: 1000, end: 1999 }));
       expect(range.equals(content.subarray(1000, 2000))).toBe(true);
+    });
+
+    it('gives the same bytes to a slow destination it is piped into, whole and by range', async () => {
+      const content = randomBytes(1_000_000);
+      await store.put(`${run}/piped.bin`, Readable.from([content]));
+      const whole = slowDestination();
+      await pipeline(await store.get(`${run}/piped.bin`), whole);
+      expect(whole.received().equals(content)).toBe(true);
+      const range = slowDestination();
+      await pipeline(await store.get(`${run}/piped.bin`, { start: 70_000, end: 299_999 }), range);
+      expect(range.received().equals(content.subarray(70_000, 300_000))).toBe(true);
+    });
+
+    it('stops reading when the destination it is piped into fails', async () => {
+      await store.put(`${run}/abandoned.bin`, Readable.from([randomBytes(1_000_000)]));
+      const source = await store.get(`${run}/abandoned.bin`);
+      const destination = slowDestination(200_000);
+      await expect(pipeline(source, destination)).rejects.toThrow('client went away');
+      expect(source.destroyed).toBe(true);
+      expect(destination.received().length).toBeLessThan(1_000_000);
     });
 
     it('stores an empty stream as an empty object', async () => {
