@@ -183,7 +183,7 @@ export class ReplicaPool implements InferenceEngine {
     const now = Date.now();
     const anyHealthy = this.members.some((member) => member.downUntil <= now);
     // With every replica left out, they are all tried again rather than none.
-    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member), available: !anyHealthy || member.downUntil <= now }));
+    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member), ceiling: member.ceiling, available: !anyHealthy || member.downUntil <= now }));
   }
 
   private limitOf(member: Member): number {
