@@ -35,6 +35,12 @@ export class BatchValidator {
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn'>;
       chunkLines: number;
+      /**
+       * Inference processors share a batch by the partitions of its chunks: a batch with fewer
+       * than spreadOver × chunkLines lines is cut into spreadOver chunks (one a line at most)
+       * instead, so that every partition, and so every processor, holds a part of it. Default 1.
+       */
+      spreadOver?: number;
       maxInputBytes?: number;
       tracing?: Tracing;
     },
@@ -104,7 +110,11 @@ export class BatchValidator {
       if (errors.length < MAX_LISTED_ERRORS) errors.push(error);
     };
     const customIds = new Set<string>();
-    const chunks: ChunkSpec[] = [];
+    let chunks: ChunkSpec[] = [];
+    const spreadOver = Math.max(1, this.deps.spreadOver ?? 1);
+    // The lines of a batch that may yet be spread (fewer than spreadOver full chunks): each one's
+    // number and byte range, the range running on over the blank lines after it.
+    const spreadable = spreadOver > 1 ? { numbers: [] as number[], starts: [] as number[], ends: [] as number[] } : undefined;
     let current: { index: number; first_line: number; lines: number; start: number; end: number } | undefined;
     let total = 0;
     let embeddingInputs = 0;
@@ -114,9 +124,15 @@ export class BatchValidator {
       for await (const line of physicalLines(source)) {
         if (isBlank(line.text)) {
           if (current) current.end = line.end;
+          if (spreadable?.ends.length) spreadable.ends[spreadable.ends.length - 1] = line.end;
           continue;
         }
         total += 1;
+        if (spreadable && total < spreadOver * this.deps.chunkLines) {
+          spreadable.numbers.push(line.number);
+          spreadable.starts.push(line.start);
+          spreadable.ends.push(line.end);
+        }
         if (total > MAX_REQUESTS_PER_BATCH) {
           addError({ code: 'too_many_tasks', line: line.number, message: `The input file has more than ${MAX_REQUESTS_PER_BATCH} requests, the limit of requests per batch`, param: null });
           break;
@@ -141,6 +157,7 @@ export class BatchValidator {
       source.destroy();
     }
     if (current) chunks.push(current);
+    if (spreadable && total < spreadOver * this.deps.chunkLines) chunks = spreadChunks(spreadable, spreadOver);
 
     if (embeddingInputs > MAX_EMBEDDING_INPUTS_PER_BATCH) {
       addError({
@@ -156,4 +173,19 @@ export class BatchValidator {
     }
     return { total, chunks, errors };
   }
+}
+
+/** Lines cut into `parts` chunks of sizes differing by one at most (one a line, for fewer lines). */
+function spreadChunks(lines: { numbers: number[]; starts: number[]; ends: number[] }, parts: number): ChunkSpec[] {
+  const total = lines.numbers.length;
+  const count = Math.min(parts, total);
+  const chunks: ChunkSpec[] = [];
+  let first = 0;
+  for (let index = 0; index < count; index++) {
+    const size = Math.floor(total / count) + (index < total % count ? 1 : 0);
+    const last = first + size - 1;
+    chunks.push({ index, first_line: lines.numbers[first]!, lines: size, start: lines.starts[first]!, end: lines.ends[last]! });
+    first = last + 1;
+  }
+  return chunks;
 }
