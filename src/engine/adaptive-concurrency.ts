@@ -17,6 +17,8 @@ export interface AdaptiveConcurrencySettings {
   readonly windowAnswers?: number;
   /** The floor is the lowest window mean among this many recent windows. */
   readonly floorWindows?: number;
+  /** Crowded windows in a row before it is cut: a stall of the hosts passes, a queue stays. */
+  readonly persistence?: number;
   /** KV-cache usage (0–1) at which it stops growing. */
   readonly kvUsageHigh?: number;
   /** Engine load metrics older than this are ignored. */
@@ -101,7 +103,8 @@ export class AdaptiveConcurrency {
   private window = new LatencyWindow();
   private recent: WindowSummary[] = [];
   private lastCutAt = Number.NEGATIVE_INFINITY;
-  private crowdedBefore = false;
+  /** Crowded windows in a row so far. */
+  private crowdedWindows = 0;
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
@@ -110,6 +113,7 @@ export class AdaptiveConcurrency {
   private readonly latencyBackoff: number;
   private readonly windowAnswers: number;
   private readonly floorWindows: number;
+  private readonly persistence: number;
   private readonly kvUsageHigh: number;
   private readonly loadStaleMs: number;
   readonly ceiling: number;
@@ -124,6 +128,7 @@ export class AdaptiveConcurrency {
     this.latencyBackoff = settings.latencyBackoff ?? 0.9;
     this.windowAnswers = settings.windowAnswers ?? 16;
     this.floorWindows = settings.floorWindows ?? 30;
+    this.persistence = Math.max(1, settings.persistence ?? 3);
     this.kvUsageHigh = settings.kvUsageHigh ?? 0.95;
     this.loadStaleMs = settings.loadStaleMs ?? 15_000;
   }
@@ -163,12 +168,12 @@ export class AdaptiveConcurrency {
       this.window = new LatencyWindow();
       if (crowded) {
         // Queueing lasts until the limit comes down; a stall of the hosts (a pause of either
-        // process, the network) passes. Only a second crowded window in a row is acted on.
-        if (this.crowdedBefore) this.relieve(window, floor!, result.startedAt, completedAt);
-        this.crowdedBefore = !this.crowdedBefore;
+        // process, the network) passes. Only `persistence` crowded windows in a row are acted on.
+        this.crowdedWindows += 1;
+        if (this.crowdedWindows >= this.persistence) this.relieve(window, floor!, result.startedAt, completedAt);
         return;
       }
-      this.crowdedBefore = false;
+      this.crowdedWindows = 0;
       this.remember(window);
     }
     // No growth before the floor is known (it must be measured at the small starting limit), nor
@@ -213,6 +218,7 @@ export class AdaptiveConcurrency {
     if (this.limit === 1) {
       this.recent = [window];
       this.slowStart = true;
+      this.crowdedWindows = 0;
       return;
     }
     const serving = (window.inFlight * floor.mean) / window.mean;
@@ -229,7 +235,7 @@ export class AdaptiveConcurrency {
     this.estimate = Math.max(1, Math.min(this.estimate, to));
     this.lastCutAt = completedAt;
     this.slowStart = false;
-    this.crowdedBefore = false;
+    this.crowdedWindows = 0;
     this.window = new LatencyWindow();
   }
 }
