@@ -71,9 +71,10 @@ describe('adaptive concurrency', () => {
     const clock = { t: 0 };
     const seen = drive(limiter, clock, 20_000, latencyAt);
     const firstCut = seen.findIndex((limit, index) => index > 0 && limit < seen[index - 1]!);
-    expect(seen[firstCut - 1]).toBeGreaterThan(40);
-    // Little's law over the window that saw the rise (part of it sent below the slots, so a little under them).
-    expect(seen[firstCut]).toBeGreaterThanOrEqual(24);
+    expect(seen[firstCut - 1]).toBeGreaterThan(32);
+    // Little's law over the window that saw the rise: in slow start part of it was sent below the
+    // slots, so it lands under them, and never below half at once.
+    expect(seen[firstCut]).toBeGreaterThanOrEqual(Math.floor(seen[firstCut - 1]! / 2));
     expect(seen[firstCut]).toBeLessThanOrEqual(33);
     const late = seen.slice(-5000);
     expect(Math.min(...late)).toBeGreaterThanOrEqual(30);

@@ -19,6 +19,8 @@ export interface AdaptiveConcurrencySettings {
   readonly floorWindows?: number;
   /** Crowded windows in a row before it is cut: a stall of the hosts passes, a queue stays. */
   readonly persistence?: number;
+  /** Windows it holds after a cut before growing again: [first, most] (doubling while the engine's capacity stays put). */
+  readonly holdWindows?: readonly [number, number];
   /** KV-cache usage (0–1) at which it stops growing. */
   readonly kvUsageHigh?: number;
   /** Engine load metrics older than this are ignored. */
@@ -105,6 +107,11 @@ export class AdaptiveConcurrency {
   private lastCutAt = Number.NEGATIVE_INFINITY;
   /** Crowded windows in a row so far. */
   private crowdedWindows = 0;
+  /** Windows it holds still after a cut before probing again, and how many are left. */
+  private holdWindows: number;
+  private holdLeft = 0;
+  /** The limit the previous cut left. */
+  private lastCutTo: number | undefined;
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
@@ -114,6 +121,8 @@ export class AdaptiveConcurrency {
   private readonly windowAnswers: number;
   private readonly floorWindows: number;
   private readonly persistence: number;
+  private readonly minHoldWindows: number;
+  private readonly maxHoldWindows: number;
   private readonly kvUsageHigh: number;
   private readonly loadStaleMs: number;
   readonly ceiling: number;
@@ -122,13 +131,16 @@ export class AdaptiveConcurrency {
     if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
     this.ceiling = Math.floor(settings.ceiling);
     this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 4));
-    this.tolerance = settings.tolerance ?? 1.1;
+    this.tolerance = settings.tolerance ?? 1.03;
     this.confidence = settings.confidence ?? 3;
     this.overloadBackoff = settings.overloadBackoff ?? 0.5;
     this.latencyBackoff = settings.latencyBackoff ?? 0.9;
     this.windowAnswers = settings.windowAnswers ?? 16;
     this.floorWindows = settings.floorWindows ?? 30;
     this.persistence = Math.max(1, settings.persistence ?? 3);
+    this.minHoldWindows = settings.holdWindows?.[0] ?? 4;
+    this.maxHoldWindows = settings.holdWindows?.[1] ?? 128;
+    this.holdWindows = this.minHoldWindows;
     this.kvUsageHigh = settings.kvUsageHigh ?? 0.95;
     this.loadStaleMs = settings.loadStaleMs ?? 15_000;
   }
@@ -166,11 +178,15 @@ export class AdaptiveConcurrency {
     if (this.window.count >= this.windowLength(floor)) {
       const window = this.window.summary();
       this.window = new LatencyWindow();
+      if (this.holdLeft > 0) this.holdLeft -= 1;
       if (crowded) {
         // Queueing lasts until the limit comes down; a stall of the hosts (a pause of either
-        // process, the network) passes. Only `persistence` crowded windows in a row are acted on.
+        // process, the network) passes. At or below what the engine served when last cut, only
+        // `persistence` crowded windows in a row are acted on; probing above it (or in slow
+        // start, doubling each round trip), the first is what the probe looks for.
         this.crowdedWindows += 1;
-        if (this.crowdedWindows >= this.persistence) this.relieve(window, floor!, result.startedAt, completedAt);
+        const probing = this.slowStart || (this.lastCutTo !== undefined && this.limit > this.lastCutTo);
+        if (probing || this.crowdedWindows >= this.persistence) this.relieve(window, floor!, result.startedAt, completedAt);
         return;
       }
       this.crowdedWindows = 0;
@@ -178,7 +194,7 @@ export class AdaptiveConcurrency {
     }
     // No growth before the floor is known (it must be measured at the small starting limit), nor
     // while the window so far is crowded: its end decides the cut.
-    if (!this.floor() || crowded) return;
+    if (!this.floor() || crowded || this.holdLeft > 0) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
     if (result.inFlight < Math.ceil(0.9 * this.limit)) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
@@ -233,6 +249,14 @@ export class AdaptiveConcurrency {
   private cut(to: number, startedAt: number, completedAt: number): void {
     if (startedAt < this.lastCutAt) return;
     this.estimate = Math.max(1, Math.min(this.estimate, to));
+    // Every probe above what the engine serves queues requests inside it for a few round trips.
+    // A probe that finds no more than the last one did (the engine's capacity has not grown)
+    // waits twice as long before the next; a cut while holding (the engine serves less, or a
+    // stall cut it), or a probe that found more, starts again from the shortest hold.
+    const settled = this.holdLeft === 0 && this.lastCutTo !== undefined && this.estimate <= this.lastCutTo * this.tolerance + 1;
+    this.holdWindows = settled ? Math.min(this.maxHoldWindows, 2 * this.holdWindows) : this.minHoldWindows;
+    this.holdLeft = this.holdWindows;
+    this.lastCutTo = Math.floor(this.estimate);
     this.lastCutAt = completedAt;
     this.slowStart = false;
     this.crowdedWindows = 0;
