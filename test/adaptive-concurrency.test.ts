@@ -83,6 +83,62 @@ describe('adaptive concurrency', () => {
     expect(late.reduce((sum, limit) => sum + limit, 0) / late.length).toBeLessThanOrEqual(34.5);
   });
 
+  it('probes above an engine’s capacity less and less often while it stays put, and at once again after it changes', () => {
+    const engine = { slots: 32 };
+    const latencyAt = (inFlight: number) => 100 * Math.max(1, inFlight / engine.slots);
+    const limiter = new AdaptiveConcurrency({ ceiling: 128 });
+    const clock = { t: 0 };
+    const probesIn = (seen: number[]) => seen.filter((limit, index) => index > 0 && limit > engine.slots && seen[index - 1]! <= engine.slots).length;
+    const early = probesIn(drive(limiter, clock, 4_000, latencyAt));
+    drive(limiter, clock, 20_000, latencyAt);
+    const late = probesIn(drive(limiter, clock, 4_000, latencyAt));
+    expect(late).toBeLessThan(early);
+    expect(late).toBeLessThanOrEqual(1);
+    // The engine gets twice the slots: found within a few thousand answers, not after the longest hold.
+    engine.slots = 64;
+    const seen = drive(limiter, clock, 6_000, latencyAt);
+    expect(Math.max(...seen.slice(-1000))).toBeGreaterThanOrEqual(60);
+  });
+
+  it('probes more rarely still while interactive requests are being served (a probe delays them)', () => {
+    const latencyAt = (inFlight: number) => 100 * Math.max(1, inFlight / 32);
+    const probes = (interactive: boolean) => {
+      const limiter = new AdaptiveConcurrency({ ceiling: 128 });
+      const clock = { t: 0 };
+      limiter.interactiveTraffic(interactive);
+      const seen = drive(limiter, clock, 8_000, latencyAt);
+      return seen.filter((limit, index) => index > 0 && limit > 32 && seen[index - 1]! <= 32).length;
+    };
+    // Slow start, then probes until one confirms what the last found, then the longest hold.
+    expect(probes(true)).toBeLessThanOrEqual(3);
+    expect(probes(true)).toBeLessThan(probes(false));
+  });
+
+  it('a rise at what the engine already served is not its own queue: a stall passes, a lasting rise gives way a tenth at a time', () => {
+    const limiter = new AdaptiveConcurrency({ ceiling: 32 });
+    const clock = { t: 0 };
+    drive(limiter, clock, 2_000, () => 100);
+    expect(limiter.limit).toBe(32);
+    // Two round trips slower by a third: a stall of either host.
+    drive(limiter, clock, 64, () => 133);
+    drive(limiter, clock, 500, () => 100);
+    expect(limiter.limit).toBe(32);
+    // Slower for good at the same load: another client takes part of the engine.
+    const seen = drive(limiter, clock, 32 * 6, () => 133);
+    expect(Math.min(...seen)).toBeGreaterThanOrEqual(25);
+    expect(limiter.limit).toBeLessThan(32);
+  });
+
+  it('counts slots kept free for interactive requests as in use', () => {
+    const grown = (reserved: number) => {
+      const limiter = new AdaptiveConcurrency({ ceiling: 64, initial: 8 });
+      for (let i = 0; i < 200; i++) limiter.record({ startedAt: i * 10, latencyMs: 100, outcome: 'answered', inFlight: limiter.limit - 3, reserved });
+      return limiter.limit;
+    };
+    expect(grown(0)).toBe(8);
+    expect(grown(3)).toBeGreaterThan(8);
+  });
+
   it('never goes below 1; a rise that shrinking does not cure (the requests got longer) becomes the new floor', () => {
     const limiter = new AdaptiveConcurrency({ ceiling: 32 });
     const clock = { t: 0 };

@@ -38,6 +38,8 @@ export interface RequestResult {
   readonly outcome: RequestOutcome;
   /** Requests in flight on the replica when it was sent, itself included. */
   readonly inFlight: number;
+  /** Slots of the replica kept free for interactive requests when it was sent: in use as much as filled ones. */
+  readonly reserved?: number;
 }
 
 /** The answers of one window: their mean latency, its spread, and the mean in flight. */
@@ -79,21 +81,30 @@ interface WindowSummary {
  *   that the noise of the window's mean stays within the tolerance (long and short requests
  *   mixed need many answers to say anything; an engine of even latencies needs few), up to ten
  *   round trips.
- * - The floor is the lowest window mean of the last `floorWindows` windows: the engine's time for
- *   a request when it is not crowded. Recent windows only, since the lowest of ever more noisy
- *   means drifts below any true floor; and the lowest of K means lies about √(2 ln K) standard
- *   errors below their common mean, which is added back, so noise alone does not read as a rise.
- * - Crowded: a window's mean above floor × tolerance by more than `confidence` standard errors
+ * - The floor is the lowest window mean of the last `floorWindows` uncrowded windows: the
+ *   engine's time for a request when it is not crowded. Recent windows only, since the lowest of
+ *   ever more noisy means drifts below any true floor; and the lowest of K means lies about
+ *   √(2 ln K) standard errors below their common mean, which is added back.
+ * - Crowded: a window's mean above that × tolerance by more than `confidence` standard errors
  *   (of an uncrowded window: the floor window's spread; requests that queued spread the crowded
- *   one's, which must not hide the rise). Requests then queue inside the engine, where Spool
- *   cannot reorder them. The limit goes to what the engine was serving: by Little's law, in
- *   flight × floor / latency (the rest waited), never below half at once. An engine of fixed
- *   service time with C slots and N > C requests sent answers in N/C × the floor, so this is C,
- *   in one step, from any overshoot. While a window is crowded so far, it does not grow.
+ *   one's, which must not hide the rise). It does not grow while a window is crowded so far.
+ * - Probing, sent with more in flight than the engine was last measured to serve (see relieve),
+ *   a crowded window is the queue the probe made inside the engine, where Spool cannot reorder
+ *   it: the limit goes at once to what the engine served, by Little's law in flight × floor /
+ *   latency (the rest waited), never below half at once. An engine of fixed service time with C
+ *   slots and N > C requests sent answers in N/C × the floor, so this is C in one step from any
+ *   overshoot. At or below that level, crowding is another client of the engine or a stall of
+ *   either host: `persistence` windows in a row give way a tenth at a time.
+ * - After a probe it holds before the next: a probe queues requests inside the engine for a few
+ *   round trips, and in an engine serving in arrival order an interactive request arriving then
+ *   waits behind them. The hold doubles while probes end where the last one did, and is the
+ *   longest at once while interactive requests are being served (interactiveTraffic()).
+ *   Regrowth to the level last measured is not a probe and does not wait.
+ * - Otherwise, when the limit was in use (≥ 90% of it in flight or kept free for interactive
+ *   requests), grow: +1 per answer until the first cut (doubling per round trip, like slow
+ *   start), then +1 per round trip.
  * - 429/503/timeouts: halve. At most one cut per window of requests sent after the previous cut:
  *   answers to requests sent before it describe the old limit, and are not evidence.
- * - Otherwise, when the limit was in use (≥ 90% of it in flight), grow: +1 per answer until the
- *   first cut (doubling per round trip, like slow start), then +1 per round trip.
  * - Engine gauges, when scraped: requests waiting inside the engine cut it; a nearly full KV
  *   cache stops growth; and with fresh gauges saying nothing waits, a latency rise is the
  *   engine's batch growing (a batching engine's answers slow as it takes more), not a queue.
@@ -110,8 +121,9 @@ export class AdaptiveConcurrency {
   /** Windows it holds still after a cut before probing again, and how many are left. */
   private holdWindows: number;
   private holdLeft = 0;
-  /** The limit the previous cut left. */
+  /** The limit the cut that ended the previous probe left. */
   private lastCutTo: number | undefined;
+  private interactiveRecent = false;
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
@@ -180,13 +192,8 @@ export class AdaptiveConcurrency {
       this.window = new LatencyWindow();
       if (this.holdLeft > 0) this.holdLeft -= 1;
       if (crowded) {
-        // Queueing lasts until the limit comes down; a stall of the hosts (a pause of either
-        // process, the network) passes. At or below what the engine served when last cut, only
-        // `persistence` crowded windows in a row are acted on; probing above it (or in slow
-        // start, doubling each round trip), the first is what the probe looks for.
         this.crowdedWindows += 1;
-        const probing = this.slowStart || (this.lastCutTo !== undefined && this.limit > this.lastCutTo);
-        if (probing || this.crowdedWindows >= this.persistence) this.relieve(window, floor!, result.startedAt, completedAt);
+        this.relieve(window, floor!, result.startedAt, completedAt);
         return;
       }
       this.crowdedWindows = 0;
@@ -194,10 +201,20 @@ export class AdaptiveConcurrency {
     }
     // No growth before the floor is known (it must be measured at the small starting limit), nor
     // while the window so far is crowded: its end decides the cut.
-    if (!this.floor() || crowded || this.holdLeft > 0) return;
+    if (!this.floor() || crowded) return;
+    // Regrowth to what the engine was last measured to serve is safe; beyond it is a probe.
+    if (this.holdLeft > 0 && this.limit + 1 > this.measured()) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
-    if (result.inFlight < Math.ceil(0.9 * this.limit)) return;
+    if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * this.limit)) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
+  }
+
+  /**
+   * Whether interactive requests are being served beside the work this limit holds back: a probe
+   * beyond the engine's capacity then delays them, so probes wait the longest hold.
+   */
+  interactiveTraffic(recent: boolean): void {
+    this.interactiveRecent = recent;
   }
 
   /** Load gauges scraped from the engine at `at` (see engineLoadFrom). */
@@ -222,23 +239,49 @@ export class AdaptiveConcurrency {
     return Math.max(this.windowAnswers, this.limit, Math.min(forNoise, 10 * this.limit));
   }
 
-  private crowded(window: WindowSummary, floor: WindowSummary): boolean {
+  /** The mean latency of an uncrowded window: the floor, less the bias of being the lowest of K means. */
+  private uncrowded(floor: WindowSummary): number {
     // The lowest of K window means sits about √(2 ln K) standard errors below what they measure.
     const lowestBias = Math.sqrt(2 * Math.log(Math.max(2, this.recent.length)));
-    const uncrowded = floor.mean + (lowestBias * floor.deviation) / Math.sqrt(floor.count);
-    return window.mean > uncrowded * this.tolerance + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+    return floor.mean + (lowestBias * floor.deviation) / Math.sqrt(floor.count);
   }
 
-  /** A crowded window: down to what the engine served, or a new floor if the limit is 1 already. */
+  private crowded(window: WindowSummary, floor: WindowSummary): boolean {
+    return window.mean > this.uncrowded(floor) * this.tolerance + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+  }
+
+  /**
+   * A crowded window. Probing (sent with more in flight than the engine was last measured to
+   * serve), the rise is the queue the probe made: down to what the engine served, at once. In
+   * slow start likewise, but only once the rise lasts `persistence` windows: it does not grow
+   * meanwhile, so the last of them is steady and its Little's law estimate exact, and a stall at
+   * start does not end slow start far below the engine's capacity. At or below what the engine was
+   * last measured to serve, it served as many without a rise before: what crowds it now is
+   * another client of the engine, or a stall of either host, which passes; only `persistence`
+   * such windows in a row give way, a tenth at a time. At a limit of 1 already, the rise is
+   * longer requests: the floor is taken again.
+   */
   private relieve(window: WindowSummary, floor: WindowSummary, startedAt: number, completedAt: number): void {
+    const above = window.inFlight > this.measured() + 0.5;
+    const probing = above && !this.slowStart;
+    if (!probing && this.crowdedWindows < this.persistence) return;
     if (this.limit === 1) {
       this.recent = [window];
       this.slowStart = true;
       this.crowdedWindows = 0;
       return;
     }
-    const serving = (window.inFlight * floor.mean) / window.mean;
-    this.cut(Math.max(serving, this.estimate * this.overloadBackoff), startedAt, completedAt);
+    const serving = Math.round((window.inFlight * this.uncrowded(floor)) / window.mean);
+    if (above) this.cut(Math.max(serving, this.estimate * this.overloadBackoff), startedAt, completedAt, 'probe');
+    else this.cut(this.estimate * this.latencyBackoff, startedAt, completedAt, 'known');
+  }
+
+  /**
+   * What the engine was last measured to serve: the limit the last probe's cut left; before the
+   * first, the most in flight among recent uncrowded windows (slow start has served that much).
+   */
+  private measured(): number {
+    return this.lastCutTo ?? this.recent.reduce((most, window) => Math.max(most, window.inFlight), 0);
   }
 
   private remember(window: WindowSummary): void {
@@ -246,17 +289,29 @@ export class AdaptiveConcurrency {
     if (this.recent.length > this.floorWindows) this.recent.shift();
   }
 
-  private cut(to: number, startedAt: number, completedAt: number): void {
+  /**
+   * `probe`: the cut that ends a probe (or slow start): what the engine served is known again,
+   * and when the next probe may begin. `known`: crowded at what it served before; that is known
+   * no more, and regrowth to it is a probe, soon.
+   */
+  private cut(to: number, startedAt: number, completedAt: number, kind: 'probe' | 'known' | 'other' = 'other'): void {
     if (startedAt < this.lastCutAt) return;
     this.estimate = Math.max(1, Math.min(this.estimate, to));
-    // Every probe above what the engine serves queues requests inside it for a few round trips.
-    // A probe that finds no more than the last one did (the engine's capacity has not grown)
-    // waits twice as long before the next; a cut while holding (the engine serves less, or a
-    // stall cut it), or a probe that found more, starts again from the shortest hold.
-    const settled = this.holdLeft === 0 && this.lastCutTo !== undefined && this.estimate <= this.lastCutTo * this.tolerance + 1;
-    this.holdWindows = settled ? Math.min(this.maxHoldWindows, 2 * this.holdWindows) : this.minHoldWindows;
-    this.holdLeft = this.holdWindows;
-    this.lastCutTo = Math.floor(this.estimate);
+    if (kind === 'probe') {
+      // Every probe above what the engine serves queues requests inside it for a few round
+      // trips, and in an engine serving in arrival order an interactive request arriving then
+      // waits behind them. A probe that ends where the last one did (the engine's capacity has
+      // not moved) waits twice as long as the last hold before the next, or with interactive
+      // traffic about the longest hold; one that ended elsewhere (the first, out of slow start,
+      // included) the shortest: a single reading may be a stall's, and would hold the limit low.
+      const same = this.lastCutTo !== undefined && Math.abs(this.estimate - this.lastCutTo) <= Math.max(1, (this.tolerance - 1) * this.lastCutTo);
+      this.holdWindows = !same ? this.minHoldWindows : this.interactiveRecent ? this.maxHoldWindows : Math.min(this.maxHoldWindows, 2 * this.holdWindows);
+      this.holdLeft = this.holdWindows;
+      this.lastCutTo = Math.floor(this.estimate);
+    } else if (kind === 'known') {
+      this.lastCutTo = Math.min(this.lastCutTo ?? Number.POSITIVE_INFINITY, Math.floor(this.estimate));
+      this.holdLeft = Math.min(this.holdLeft, this.minHoldWindows);
+    }
     this.lastCutAt = completedAt;
     this.slowStart = false;
     this.crowdedWindows = 0;

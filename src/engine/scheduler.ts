@@ -165,6 +165,11 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(run.work.fairnessKey ?? '');
   }
 
+  /** Whether interactive requests have arrived lately (the reserve is kept for them). */
+  interactiveRecent(): boolean {
+    return this.headroom.slots(this.now()) > 0;
+  }
+
   /** Slots batch and background work leave free on these replicas now. */
   reserve(replicas: readonly ReplicaCapacity[]): number {
     const capacity = replicas.filter((replica) => replica.available !== false).reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
