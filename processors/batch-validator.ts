@@ -37,6 +37,12 @@ export class BatchValidator {
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn'>;
       chunkLines: number;
+      /**
+       * Inference processors share a batch by the partitions of its chunks: a batch with fewer
+       * than spreadOver × chunkLines lines is cut into spreadOver chunks (one a line at most)
+       * instead, so that every partition, and so every processor, holds a part of it. Default 1.
+       */
+      spreadOver?: number;
       maxInputBytes?: number;
       tracing?: Tracing;
       /** auto: lines sharing a prompt prefix are laid out to run together (a work file); off: file order. */
@@ -93,9 +99,10 @@ export class BatchValidator {
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: false, errors: outcome.errors } }, CORRELATION);
     } else {
       // Lines that share a prompt prefix run back to back: the chunks are cut from a work file
-      // that lays them out so, rather than from the input file.
+      // that lays them out so, rather than from the input file (as many lines each as the input
+      // file's chunks would have).
       const order = this.deps.prefixOrder !== 'off' && this.deps.scratchDir ? outcome.prefixes.order() : undefined;
-      const laidOut = order ? await new WorkFileWriter({ blobStore: this.deps.blobStore, scratchDir: this.deps.scratchDir! }).write(batchId, file.file.blobKey, outcome.requests, order, this.deps.chunkLines) : undefined;
+      const laidOut = order ? await new WorkFileWriter({ blobStore: this.deps.blobStore, scratchDir: this.deps.scratchDir! }).write(batchId, file.file.blobKey, outcome.requests, order, outcome.chunks.map((chunk) => chunk.lines)) : undefined;
       const validation = { total: outcome.total, input_blob_key: file.file.blobKey, chunks: laidOut?.chunks ?? outcome.chunks, ...(laidOut ? { work_blob_key: laidOut.key } : {}) };
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: true, validation } }, CORRELATION);
       if (laidOut) this.deps.log.info({ batch_id: batchId, moved: movedLines(order!) }, 'batch lines laid out by shared prompt prefix');
@@ -112,7 +119,11 @@ export class BatchValidator {
       if (errors.length < MAX_LISTED_ERRORS) errors.push(error);
     };
     const customIds = new Set<string>();
-    const chunks: ChunkSpec[] = [];
+    let chunks: ChunkSpec[] = [];
+    const spreadOver = Math.max(1, this.deps.spreadOver ?? 1);
+    // The lines of a batch that may yet be spread (fewer than spreadOver full chunks): each one's
+    // number and byte range, the range running on over the blank lines after it.
+    const spreadable = spreadOver > 1 ? { numbers: [] as number[], starts: [] as number[], ends: [] as number[] } : undefined;
     let current: { index: number; first_line: number; lines: number; start: number; end: number } | undefined;
     let total = 0;
     let embeddingInputs = 0;
@@ -125,9 +136,15 @@ export class BatchValidator {
       for await (const line of physicalLines(source)) {
         if (isBlank(line.text)) {
           if (current) current.end = line.end;
+          if (spreadable?.ends.length) spreadable.ends[spreadable.ends.length - 1] = line.end;
           continue;
         }
         total += 1;
+        if (spreadable && total < spreadOver * this.deps.chunkLines) {
+          spreadable.numbers.push(line.number);
+          spreadable.starts.push(line.start);
+          spreadable.ends.push(line.end);
+        }
         if (total > MAX_REQUESTS_PER_BATCH) {
           addError({ code: 'too_many_tasks', line: line.number, message: `The input file has more than ${MAX_REQUESTS_PER_BATCH} requests, the limit of requests per batch`, param: null });
           break;
@@ -156,6 +173,7 @@ export class BatchValidator {
       source.destroy();
     }
     if (current) chunks.push(current);
+    if (spreadable && total < spreadOver * this.deps.chunkLines) chunks = spreadChunks(spreadable, spreadOver);
 
     if (embeddingInputs > MAX_EMBEDDING_INPUTS_PER_BATCH) {
       addError({
@@ -178,4 +196,19 @@ function movedLines(order: readonly number[]): number {
   let moved = 0;
   for (let position = 0; position < order.length; position++) if (order[position] !== position) moved++;
   return moved;
+}
+
+/** Lines cut into `parts` chunks of sizes differing by one at most (one a line, for fewer lines). */
+function spreadChunks(lines: { numbers: number[]; starts: number[]; ends: number[] }, parts: number): ChunkSpec[] {
+  const total = lines.numbers.length;
+  const count = Math.min(parts, total);
+  const chunks: ChunkSpec[] = [];
+  let first = 0;
+  for (let index = 0; index < count; index++) {
+    const size = Math.floor(total / count) + (index < total % count ? 1 : 0);
+    const last = first + size - 1;
+    chunks.push({ index, first_line: lines.numbers[first]!, lines: size, start: lines.starts[first]!, end: lines.ends[last]! });
+    first = last + 1;
+  }
+  return chunks;
 }

@@ -28,14 +28,19 @@ const WRITES_IN_FLIGHT = 64;
 export class WorkFileWriter {
   constructor(private readonly deps: { blobStore: BlobStore; scratchDir: string }) {}
 
-  async write(batchId: string, inputKey: string, lines: readonly RequestLine[], order: readonly number[], chunkLines: number): Promise<{ key: string; chunks: ChunkSpec[] }> {
+  /** `chunkSizes`: lines in each chunk, in order, adding up to the lines. */
+  async write(batchId: string, inputKey: string, lines: readonly RequestLine[], order: readonly number[], chunkSizes: readonly number[]): Promise<{ key: string; chunks: ChunkSpec[] }> {
     const offsets = new Float64Array(lines.length);
     const chunks: ChunkSpec[] = [];
     let at = 0;
+    let chunkEnds = 0;
     for (let position = 0; position < order.length; position++) {
       const index = order[position]!;
       const line = lines[index]!;
-      if (position % chunkLines === 0) chunks.push({ index: chunks.length, first_line: line.number, lines: 0, start: at, end: at });
+      if (position === chunkEnds) {
+        chunkEnds += chunkSizes[chunks.length] ?? Number.POSITIVE_INFINITY;
+        chunks.push({ index: chunks.length, first_line: line.number, lines: 0, start: at, end: at });
+      }
       const chunk = chunks[chunks.length - 1]! as { lines: number; end: number };
       offsets[index] = at;
       at += workRecordBytes(line.number, line.textBytes);

@@ -34,6 +34,20 @@ describe('which held chunk starts next', () => {
     expect(nextChunk([tight()], [tight(), loose(), loose(), loose()], NOW, settings)).toBeUndefined();
     expect(nextChunk([tight()], [tight(), tight()], NOW, settings)).toBeUndefined();
   });
+
+  it('starts a chunk of a job arriving while another fills every place, past `parallel`, up to its share', () => {
+    const four = { parallel: 4 };
+    const big = [loose('big'), loose('big'), loose('big'), loose('big')];
+    expect(nextChunk([loose('big'), loose('small')], big, NOW, four)).toBe(1);
+    // Two jobs: a share of two each.
+    expect(nextChunk([loose('small')], [...big, loose('small')], NOW, four)).toBe(0);
+    expect(nextChunk([loose('small')], [...big, loose('small'), loose('small')], NOW, four)).toBeUndefined();
+    // The job over its share gets no place back until the running ones are below `parallel`.
+    expect(nextChunk([loose('big')], [...big, loose('small'), loose('small')], NOW, four)).toBeUndefined();
+    expect(nextChunk([loose('big'), loose('small')], [loose('big'), loose('small'), loose('small')], NOW, four)).toBe(0);
+    // Not while a more urgent job runs.
+    expect(nextChunk([loose('small')], [tight(), tight(), tight(), tight()], NOW, four)).toBeUndefined();
+  });
 });
 
 describe('ChunkAdmission', () => {

@@ -10,10 +10,22 @@ describe('decaying estimators', () => {
     for (let t = 0; t <= 120_000; t += 250) rate.record(t);
     expect(rate.perSecond(120_000)).toBeGreaterThan(3.9);
     expect(rate.perSecond(120_000)).toBeLessThan(4.1);
-    // One time constant later without arrivals: e⁻¹ of it.
-    expect(rate.perSecond(130_000)).toBeCloseTo(rate.perSecond(120_000) / Math.E, 6);
+    // One time constant later without arrivals: e⁻¹ of it (the time observed grows too, by a hair).
+    expect(rate.perSecond(130_000)).toBeCloseTo(rate.perSecond(120_000) / Math.E, 4);
     // Asked about an earlier time than the last arrival: no growth, no negative decay.
     expect(rate.perSecond(100_000)).toBeCloseTo(rate.perSecond(120_000), 6);
+  });
+
+  it('a decaying rate is the arrival rate from the first seconds of traffic on, and starts over after a long silence', () => {
+    const rate = new DecayingRate(30_000);
+    // 20 arrivals a second for five seconds: a sixth of a time constant.
+    for (let t = 0; t <= 5_000; t += 50) rate.record(t);
+    expect(rate.perSecond(5_000)).toBeGreaterThan(19.5);
+    expect(rate.perSecond(5_000)).toBeLessThan(20.5);
+    // Ten minutes of silence, then 2 a second: not what remains of the 20.
+    for (let t = 605_000; t <= 610_000; t += 500) rate.record(t);
+    expect(rate.perSecond(610_000)).toBeGreaterThan(1.9);
+    expect(rate.perSecond(610_000)).toBeLessThan(2.1);
   });
 
   it('a decaying mean weighs recent samples more and keeps the last value when samples stop', () => {

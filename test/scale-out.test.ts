@@ -116,6 +116,21 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     expect((await ready('checkpoint')).roles).toEqual(['checkpoint']);
   });
 
+  it('cuts a batch smaller than one chunk per inference partition into one chunk per partition, so both processors run part of it', async () => {
+    engine.latencyMs = 0;
+    // 8 inference partitions (twice KAFKA_PARTITIONS); 12 lines would be 2 chunks of BATCH_CHUNK_LINES 10.
+    const before = await Promise.all([handled('inference-1'), handled('inference-2')]);
+    const batch = await submit(Array.from({ length: 12 }, (_, index) => chatLine(`s${index}`, `line ${index}`)), 'spread');
+    batches.push({ id: batch.id, expect: ['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted'] });
+    expect((await waitForStatus(client, batch.id, ['completed', 'failed'], 60_000)).status).toBe('completed');
+    await expectEveryLineOnce(batch.id, 12);
+    const after = await Promise.all([handled('inference-1'), handled('inference-2')]);
+    const ran = after.map((count, index) => count - before[index]!);
+    expect(ran[0]! + ran[1]!).toBe(8);
+    // Each processor holds half of the partitions: four chunks each.
+    expect(ran).toEqual([4, 4]);
+  }, 120_000);
+
   it('spreads a batch over both inference processors; one is killed -9 mid-batch and every line still ends up exactly once', async () => {
     engine.latencyMs = 60;
     const total = 600;
@@ -213,6 +228,6 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     const report = JSON.parse(replayed.stdout) as { identical: boolean; events: number; tables: Record<string, number> };
     expect(report.identical).toBe(true);
     expect(report.events).toBeGreaterThan(900);
-    expect(report.tables.batches).toBe(4);
+    expect(report.tables.batches).toBe(5);
   }, 120_000);
 });

@@ -107,6 +107,23 @@ describe('the scheduler: replicas', () => {
     expect(s.inFlight('large')).toEqual({ interactive: 0, batch: 2, background: 0 });
   });
 
+  it('sends an interactive request past the learned limit, up to the ceiling; batch lines wait for the limit', () => {
+    const clock = { t: 0 };
+    const s = scheduler(clock);
+    for (let i = 0; i < 6; i++) s.enqueue({ id: `line-${i}`, serviceClass: 'batch', deadline: hour, fairnessKey: 'job' });
+    const replicas = [{ id: 'r1', limit: 2, ceiling: 3 }];
+    expect(ids(s.admit(replicas))).toEqual(['line-0', 'line-1']);
+    s.enqueue({ id: 'chat', serviceClass: 'interactive' });
+    s.enqueue({ id: 'chat-2', serviceClass: 'interactive' });
+    // One past the limit, to the ceiling; the second waits for a slot, and the batch lines behind it.
+    expect(ids(s.admit(replicas))).toEqual(['chat']);
+    s.complete('line-0');
+    expect(ids(s.admit(replicas))).toEqual(['chat-2']);
+    s.complete('chat');
+    s.complete('chat-2');
+    expect(ids(s.admit(replicas))).toEqual(['line-2']);
+  });
+
   it('leaves out unavailable replicas, and sends a retry elsewhere when another has a slot', () => {
     const clock = { t: 0 };
     const s = scheduler(clock);

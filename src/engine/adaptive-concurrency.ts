@@ -5,14 +5,22 @@ export interface AdaptiveConcurrencySettings {
   readonly ceiling: number;
   /** Where it starts; small, so the latency floor is measured before the engine is crowded. */
   readonly initial?: number;
-  /** Smoothed latency above floor × tolerance means requests queue inside the engine. */
+  /** A window's mean latency above floor × tolerance (and beyond its noise) means requests queue inside the engine. */
   readonly tolerance?: number;
-  /** Factor on 429, 503 and timeouts. */
+  /** How many standard errors of the two means a rise must exceed to count (noise is not queueing). */
+  readonly confidence?: number;
+  /** Factor on 429, 503 and timeouts; also the deepest one latency cut may go. */
   readonly overloadBackoff?: number;
-  /** Factor when latency or the engine's own queue says it is crowded. */
+  /** Factor when the engine's own gauges report requests waiting. */
   readonly latencyBackoff?: number;
-  /** Weight of a new sample in the smoothed latency. */
-  readonly smoothing?: number;
+  /** Fewest answers in a window (a window is also at least one limit's worth: a round trip). */
+  readonly windowAnswers?: number;
+  /** The floor is the lowest window mean among this many recent windows. */
+  readonly floorWindows?: number;
+  /** Crowded windows in a row before it is cut: a stall of the hosts passes, a queue stays. */
+  readonly persistence?: number;
+  /** Windows it holds after a cut before growing again: [first, most] (doubling while the engine's capacity stays put). */
+  readonly holdWindows?: readonly [number, number];
   /** KV-cache usage (0–1) at which it stops growing. */
   readonly kvUsageHigh?: number;
   /** Engine load metrics older than this are ignored. */
@@ -25,41 +33,108 @@ export type RequestOutcome = 'answered' | 'overloaded' | 'timeout' | 'failed';
 export interface RequestResult {
   /** When it was sent, epoch ms. */
   readonly startedAt: number;
+  /** How long the engine took; the limit's only view of the engine's latency. */
   readonly latencyMs: number;
   readonly outcome: RequestOutcome;
   /** Requests in flight on the replica when it was sent, itself included. */
   readonly inFlight: number;
+  /** Slots of the replica kept free for interactive requests when it was sent: in use as much as filled ones. */
+  readonly reserved?: number;
+}
+
+/** The answers of one window: their mean latency, its spread, and the mean in flight. */
+class LatencyWindow {
+  count = 0;
+  private sum = 0;
+  private sumOfSquares = 0;
+  private inFlightSum = 0;
+
+  add(latencyMs: number, inFlight: number): void {
+    this.count += 1;
+    this.sum += latencyMs;
+    this.sumOfSquares += latencyMs * latencyMs;
+    this.inFlightSum += inFlight;
+  }
+
+  summary(): WindowSummary {
+    const mean = this.sum / this.count;
+    const variance = this.count > 1 ? Math.max(0, (this.sumOfSquares - this.count * mean * mean) / (this.count - 1)) : 0;
+    return { count: this.count, mean, deviation: Math.sqrt(variance), inFlight: this.inFlightSum / this.count };
+  }
+}
+
+interface WindowSummary {
+  readonly count: number;
+  readonly mean: number;
+  /** Standard deviation of its answers' latencies. */
+  readonly deviation: number;
+  /** Mean requests in flight when its answers were sent. */
+  readonly inFlight: number;
 }
 
 /**
- * A replica's useful concurrency, learned from how it answers (in the spirit of TCP congestion
- * control and Netflix's Vegas/Gradient limits). Pure: every input carries its own time.
+ * A replica's useful concurrency, learned from how it answers (in the spirit of TCP Vegas and
+ * Netflix's Vegas/Gradient limits). Pure: every input carries its own time; latency arrives
+ * measured (record()), so how it is measured can change without touching the rule below.
  *
- * - The floor is the lowest smoothed latency seen: the engine's time for a request when it is
- *   not crowded. Smoothing (EWMA) first keeps the floor from being one unusually short request.
- * - Smoothed latency above floor × tolerance: requests queue inside the engine, where Spool
- *   cannot reorder them; shrink by latencyBackoff. 429/503/timeouts: halve.
- * - At most one cut per window: only a request sent after the previous cut counts as new
- *   evidence, so the burst of failures one overload causes halves once, not once per request.
- * - Otherwise, when the limit was in use (≥ 90% of it in flight), grow: +1 per answer until the
- *   first cut (doubling per round trip, like slow start), then +1/limit (one per round trip).
- * - Engine metrics, when scraped: requests waiting inside the engine shrink it; a nearly full
- *   KV cache stops growth.
- * - A rise that shrinking to 1 did not cure is not crowding but longer requests: the floor is
+ * - Answers are taken a window at a time: at least a limit's worth (a round trip), and enough
+ *   that the noise of the window's mean stays within the tolerance (long and short requests
+ *   mixed need many answers to say anything; an engine of even latencies needs few), up to ten
+ *   round trips.
+ * - The floor is the lowest window mean of the last `floorWindows` uncrowded windows: the
+ *   engine's time for a request when it is not crowded. Recent windows only, since the lowest of
+ *   ever more noisy means drifts below any true floor; and the lowest of K means lies about
+ *   √(2 ln K) standard errors below their common mean, which is added back.
+ * - Crowded: a window's mean above that × tolerance by more than `confidence` standard errors
+ *   (of an uncrowded window: the floor window's spread; requests that queued spread the crowded
+ *   one's, which must not hide the rise). It does not grow while a window is crowded so far.
+ * - Probing, sent with more in flight than the engine was last measured to serve (see relieve),
+ *   a crowded window is the queue the probe made inside the engine, where Spool cannot reorder
+ *   it: the limit goes at once to what the engine served, by Little's law in flight × floor /
+ *   latency (the rest waited), never below half at once. An engine of fixed service time with C
+ *   slots and N > C requests sent answers in N/C × the floor, so this is C in one step from any
+ *   overshoot. At or below that level, crowding is another client of the engine or a stall of
+ *   either host: `persistence` windows in a row give way a tenth at a time.
+ * - After a probe it holds before the next: a probe queues requests inside the engine for a few
+ *   round trips, and in an engine serving in arrival order an interactive request arriving then
+ *   waits behind them. The hold doubles while probes end where the last one did, and is the
+ *   longest at once while interactive requests are being served (interactiveTraffic()).
+ *   Regrowth to the level last measured is not a probe and does not wait.
+ * - Otherwise, when the limit was in use (≥ 90% of it in flight or kept free for interactive
+ *   requests), grow: +1 per answer until the first cut (doubling per round trip, like slow
+ *   start), then +1 per round trip.
+ * - 429/503/timeouts: halve. At most one cut per window of requests sent after the previous cut:
+ *   answers to requests sent before it describe the old limit, and are not evidence.
+ * - Engine gauges, when scraped: requests waiting inside the engine cut it; a nearly full KV
+ *   cache stops growth; and with fresh gauges saying nothing waits, a latency rise is the
+ *   engine's batch growing (a batching engine's answers slow as it takes more), not a queue.
+ * - A rise that cutting to 1 did not cure is not crowding but longer requests: the floor is
  *   taken again from there, and it grows anew.
  */
 export class AdaptiveConcurrency {
   private estimate: number;
-  private smoothed: number | undefined;
-  private samples = 0;
-  private floor = Number.POSITIVE_INFINITY;
+  private window = new LatencyWindow();
+  private recent: WindowSummary[] = [];
   private lastCutAt = Number.NEGATIVE_INFINITY;
+  /** Crowded windows in a row so far. */
+  private crowdedWindows = 0;
+  /** Windows it holds still after a cut before probing again, and how many are left. */
+  private holdWindows: number;
+  private holdLeft = 0;
+  /** The limit the cut that ended the previous probe left. */
+  private lastCutTo: number | undefined;
+  private interactiveRecent = false;
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
+  private readonly confidence: number;
   private readonly overloadBackoff: number;
   private readonly latencyBackoff: number;
-  private readonly smoothing: number;
+  private readonly windowAnswers: number;
+  private readonly floorWindows: number;
+  private readonly persistence: number;
+  private readonly minHoldWindows: number;
+  private readonly maxHoldWindows: number;
   private readonly kvUsageHigh: number;
   private readonly loadStaleMs: number;
   readonly ceiling: number;
@@ -68,10 +143,16 @@ export class AdaptiveConcurrency {
     if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
     this.ceiling = Math.floor(settings.ceiling);
     this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 4));
-    this.tolerance = settings.tolerance ?? 1.5;
+    this.tolerance = settings.tolerance ?? 1.03;
+    this.confidence = settings.confidence ?? 3;
     this.overloadBackoff = settings.overloadBackoff ?? 0.5;
     this.latencyBackoff = settings.latencyBackoff ?? 0.9;
-    this.smoothing = settings.smoothing ?? 0.1;
+    this.windowAnswers = settings.windowAnswers ?? 16;
+    this.floorWindows = settings.floorWindows ?? 30;
+    this.persistence = Math.max(1, settings.persistence ?? 3);
+    this.minHoldWindows = settings.holdWindows?.[0] ?? 4;
+    this.maxHoldWindows = settings.holdWindows?.[1] ?? 128;
+    this.holdWindows = this.minHoldWindows;
     this.kvUsageHigh = settings.kvUsageHigh ?? 0.95;
     this.loadStaleMs = settings.loadStaleMs ?? 15_000;
   }
@@ -81,43 +162,59 @@ export class AdaptiveConcurrency {
     return Math.max(1, Math.min(this.ceiling, Math.floor(this.estimate)));
   }
 
-  /** The latency floor learned so far, in ms (Infinity before enough answers). */
+  /** The latency floor learned so far, in ms (Infinity before the first window). */
   get latencyFloorMs(): number {
-    return this.floor;
+    return this.floor()?.mean ?? Number.POSITIVE_INFINITY;
   }
 
   record(result: RequestResult): void {
     const completedAt = result.startedAt + result.latencyMs;
     if (result.outcome === 'failed') return;
     if (result.outcome === 'overloaded' || result.outcome === 'timeout') {
-      this.cut(this.overloadBackoff, result.startedAt, completedAt);
+      this.cut(this.estimate * this.overloadBackoff, result.startedAt, completedAt);
       return;
     }
     if (!(result.latencyMs >= 0)) return;
-    this.smoothed = this.smoothed === undefined ? result.latencyMs : this.smoothed + this.smoothing * (result.latencyMs - this.smoothed);
-    this.samples += 1;
-    // The smoothed value needs about 1/smoothing samples before it stands for the mean.
-    if (this.samples >= 1 / this.smoothing) this.floor = Math.min(this.floor, this.smoothed);
+    // Sent before the last cut: it waited behind the excess that cut removed.
+    if (result.startedAt < this.lastCutAt) return;
 
     const load = this.load && completedAt - this.load.at <= this.loadStaleMs ? this.load.value : undefined;
     if ((load?.waiting ?? 0) > 0) {
-      this.cut(this.latencyBackoff, result.startedAt, completedAt);
+      this.cut(this.estimate * this.latencyBackoff, result.startedAt, completedAt);
       return;
     }
-    if (this.smoothed > this.floor * this.tolerance) {
-      if (this.limit === 1 && result.startedAt >= this.lastCutAt) {
-        this.floor = this.smoothed;
-        this.slowStart = true;
-      } else {
-        this.cut(this.slowStart ? this.overloadBackoff : this.latencyBackoff, result.startedAt, completedAt);
+    this.window.add(result.latencyMs, result.inFlight);
+    const floor = this.floor();
+    // With fresh gauges the engine says itself whether anything waits; latency is not asked.
+    const crowded = load === undefined && floor !== undefined && this.crowded(this.window.summary(), floor);
+    if (this.window.count >= this.windowLength(floor)) {
+      const window = this.window.summary();
+      this.window = new LatencyWindow();
+      if (this.holdLeft > 0) this.holdLeft -= 1;
+      if (crowded) {
+        this.crowdedWindows += 1;
+        this.relieve(window, floor!, result.startedAt, completedAt);
         return;
       }
+      this.crowdedWindows = 0;
+      this.remember(window);
     }
-    // No growth before the floor is known: it must be measured at the small starting limit.
-    if (!Number.isFinite(this.floor)) return;
+    // No growth before the floor is known (it must be measured at the small starting limit), nor
+    // while the window so far is crowded: its end decides the cut.
+    if (!this.floor() || crowded) return;
+    // Regrowth to what the engine was last measured to serve is safe; beyond it is a probe.
+    if (this.holdLeft > 0 && this.limit + 1 > this.measured()) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
-    if (result.inFlight < Math.ceil(0.9 * this.limit)) return;
+    if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * this.limit)) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
+  }
+
+  /**
+   * Whether interactive requests are being served beside the work this limit holds back: a probe
+   * beyond the engine's capacity then delays them, so probes wait the longest hold.
+   */
+  interactiveTraffic(recent: boolean): void {
+    this.interactiveRecent = recent;
   }
 
   /** Load gauges scraped from the engine at `at` (see engineLoadFrom). */
@@ -125,10 +222,99 @@ export class AdaptiveConcurrency {
     this.load = { value: load, at };
   }
 
-  private cut(factor: number, startedAt: number, completedAt: number): void {
+  private floor(): WindowSummary | undefined {
+    let lowest: WindowSummary | undefined;
+    for (const window of this.recent) if (!lowest || window.mean < lowest.mean) lowest = window;
+    return lowest;
+  }
+
+  /**
+   * Answers a window needs: a round trip's worth, and enough that `confidence` standard errors of
+   * an uncrowded window's mean are within the tolerance, but no more than ten round trips (very
+   * uneven requests then make it less sensitive, not slower to act).
+   */
+  private windowLength(floor: WindowSummary | undefined): number {
+    const variation = floor && floor.mean > 0 ? floor.deviation / floor.mean : 0;
+    const forNoise = Math.ceil(((this.confidence * variation) / (this.tolerance - 1)) ** 2);
+    return Math.max(this.windowAnswers, this.limit, Math.min(forNoise, 10 * this.limit));
+  }
+
+  /** The mean latency of an uncrowded window: the floor, less the bias of being the lowest of K means. */
+  private uncrowded(floor: WindowSummary): number {
+    // The lowest of K window means sits about √(2 ln K) standard errors below what they measure.
+    const lowestBias = Math.sqrt(2 * Math.log(Math.max(2, this.recent.length)));
+    return floor.mean + (lowestBias * floor.deviation) / Math.sqrt(floor.count);
+  }
+
+  private crowded(window: WindowSummary, floor: WindowSummary): boolean {
+    return window.mean > this.uncrowded(floor) * this.tolerance + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+  }
+
+  /**
+   * A crowded window. Probing (sent with more in flight than the engine was last measured to
+   * serve), the rise is the queue the probe made: down to what the engine served, at once. In
+   * slow start likewise, but only once the rise lasts `persistence` windows: it does not grow
+   * meanwhile, so the last of them is steady and its Little's law estimate exact, and a stall at
+   * start does not end slow start far below the engine's capacity. At or below what the engine was
+   * last measured to serve, it served as many without a rise before: what crowds it now is
+   * another client of the engine, or a stall of either host, which passes; only `persistence`
+   * such windows in a row give way, a tenth at a time. At a limit of 1 already, the rise is
+   * longer requests: the floor is taken again.
+   */
+  private relieve(window: WindowSummary, floor: WindowSummary, startedAt: number, completedAt: number): void {
+    const above = window.inFlight > this.measured() + 0.5;
+    const probing = above && !this.slowStart;
+    if (!probing && this.crowdedWindows < this.persistence) return;
+    if (this.limit === 1) {
+      this.recent = [window];
+      this.slowStart = true;
+      this.crowdedWindows = 0;
+      return;
+    }
+    const serving = Math.round((window.inFlight * this.uncrowded(floor)) / window.mean);
+    if (above) this.cut(Math.max(serving, this.estimate * this.overloadBackoff), startedAt, completedAt, 'probe');
+    else this.cut(this.estimate * this.latencyBackoff, startedAt, completedAt, 'known');
+  }
+
+  /**
+   * What the engine was last measured to serve: the limit the last probe's cut left; before the
+   * first, the most in flight among recent uncrowded windows (slow start has served that much).
+   */
+  private measured(): number {
+    return this.lastCutTo ?? this.recent.reduce((most, window) => Math.max(most, window.inFlight), 0);
+  }
+
+  private remember(window: WindowSummary): void {
+    this.recent.push(window);
+    if (this.recent.length > this.floorWindows) this.recent.shift();
+  }
+
+  /**
+   * `probe`: the cut that ends a probe (or slow start): what the engine served is known again,
+   * and when the next probe may begin. `known`: crowded at what it served before; that is known
+   * no more, and regrowth to it is a probe, soon.
+   */
+  private cut(to: number, startedAt: number, completedAt: number, kind: 'probe' | 'known' | 'other' = 'other'): void {
     if (startedAt < this.lastCutAt) return;
-    this.estimate = Math.max(1, this.estimate * factor);
+    this.estimate = Math.max(1, Math.min(this.estimate, to));
+    if (kind === 'probe') {
+      // Every probe above what the engine serves queues requests inside it for a few round
+      // trips, and in an engine serving in arrival order an interactive request arriving then
+      // waits behind them. A probe that ends where the last one did (the engine's capacity has
+      // not moved) waits twice as long as the last hold before the next, or with interactive
+      // traffic about the longest hold; one that ended elsewhere (the first, out of slow start,
+      // included) the shortest: a single reading may be a stall's, and would hold the limit low.
+      const same = this.lastCutTo !== undefined && Math.abs(this.estimate - this.lastCutTo) <= Math.max(1, (this.tolerance - 1) * this.lastCutTo);
+      this.holdWindows = !same ? this.minHoldWindows : this.interactiveRecent ? this.maxHoldWindows : Math.min(this.maxHoldWindows, 2 * this.holdWindows);
+      this.holdLeft = this.holdWindows;
+      this.lastCutTo = Math.floor(this.estimate);
+    } else if (kind === 'known') {
+      this.lastCutTo = Math.min(this.lastCutTo ?? Number.POSITIVE_INFINITY, Math.floor(this.estimate));
+      this.holdLeft = Math.min(this.holdLeft, this.minHoldWindows);
+    }
     this.lastCutAt = completedAt;
     this.slowStart = false;
+    this.crowdedWindows = 0;
+    this.window = new LatencyWindow();
   }
 }

@@ -20,9 +20,15 @@ export interface ChunkAdmissionSettings {
  *
  * Chunks run up to `parallel` at once. The next is the most urgent (its batch's deadline, on the
  * scheduler's urgency scale), equally urgent ones going to the job with the fewest chunks
- * running, then in arrival order. A chunk more urgent than every chunk running starts even past
- * `parallel` (up to twice it): a tight batch created behind a loose one must not wait for the
- * loose chunks ahead of it to finish, and the engines' scheduler then puts its lines first.
+ * running, then in arrival order. Past `parallel` (up to twice it) a chunk still starts when:
+ * - it is more urgent than every chunk running: a tight batch created behind a loose one must
+ *   not wait for the loose chunks ahead of it to finish, and the engines' scheduler then puts
+ *   its lines first;
+ * - its job runs fewer chunks than its share of `parallel` among the jobs of its urgency that
+ *   have chunks here: a job arriving while another fills every place would otherwise wait for
+ *   one of those chunks to end (a chunk's lines are served in order, so the first ends only
+ *   after a whole chunk's time), and with one chunk at a time it would run dry between chunks.
+ *   Lines are shared between jobs by the fleet scheduler; this gives each job lines to share.
  */
 export function nextChunk(held: readonly HeldChunk[], running: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings): number | undefined {
   if (held.length === 0 || running.length >= 2 * settings.parallel) return undefined;
@@ -38,8 +44,13 @@ export function nextChunk(held: readonly HeldChunk[], running: readonly HeldChun
     if (byLevel < 0 || (byLevel === 0 && byShare < 0)) best = index;
   }
   if (running.length < settings.parallel) return best;
-  const leastUrgentRunning = Math.max(...running.map(level));
-  return level(held[best]!) < leastUrgentRunning ? best : undefined;
+  const chosen = held[best]!;
+  const chosenLevel = level(chosen);
+  if (chosenLevel < Math.max(...running.map(level))) return best;
+  if (running.some((chunk) => level(chunk) < chosenLevel)) return undefined;
+  const jobs = new Set([...held, ...running].filter((chunk) => level(chunk) === chosenLevel).map((chunk) => chunk.fairnessKey));
+  const share = Math.max(1, Math.floor(settings.parallel / jobs.size));
+  return (runningPerKey.get(chosen.fairnessKey) ?? 0) < share ? best : undefined;
 }
 
 /** The chunks an inference processor holds, started by nextChunk as others finish. */

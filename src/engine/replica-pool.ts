@@ -103,6 +103,7 @@ export class ReplicaPool implements InferenceEngine {
       avoid.add(member.replica.id);
       const counts = this.scheduler.inFlight(member.replica.id);
       const inFlight = counts.interactive + counts.batch + counts.background;
+      const reserved = this.reservedOn(member);
       const startedAt = Date.now();
       let outcome: RequestOutcome = 'failed';
       let answered = false;
@@ -132,7 +133,8 @@ export class ReplicaPool implements InferenceEngine {
         lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
       } finally {
         this.scheduler.complete(id, answered);
-        member.capacity.record({ startedAt, latencyMs: Date.now() - startedAt, outcome, inFlight });
+        member.capacity.interactiveTraffic(this.scheduler.interactiveRecent());
+        member.capacity.record({ startedAt, latencyMs: Date.now() - startedAt, outcome, inFlight, reserved });
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', (Date.now() - startedAt) / 1000);
         this.dispatch();
       }
@@ -183,7 +185,14 @@ export class ReplicaPool implements InferenceEngine {
     const now = Date.now();
     const anyHealthy = this.members.some((member) => member.downUntil <= now);
     // With every replica left out, they are all tried again rather than none.
-    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member), available: !anyHealthy || member.downUntil <= now }));
+    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member), ceiling: member.ceiling, available: !anyHealthy || member.downUntil <= now }));
+  }
+
+  /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */
+  private reservedOn(member: Member): number {
+    const capacities = this.capacities().filter((capacity) => capacity.available !== false);
+    const total = capacities.reduce((sum, capacity) => sum + capacity.limit, 0);
+    return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
   }
 
   private limitOf(member: Member): number {

@@ -21,6 +21,13 @@ export interface WorkItem {
 export interface ReplicaCapacity {
   readonly id: string;
   readonly limit: number;
+  /**
+   * The most it may ever hold (its configured concurrency; default: the limit). Interactive
+   * requests may go past the learned limit up to it: the limit keeps back work that can wait,
+   * and nothing Spool holds goes before an interactive request, so holding one back only adds
+   * its wait.
+   */
+  readonly ceiling?: number;
   /** false while it is left out (failing, cooling down). Default true. */
   readonly available?: boolean;
 }
@@ -55,14 +62,16 @@ interface Running<T> {
  *
  * Rules:
  * 1. Interactive first, in arrival order: while one waits, nothing else is admitted, so it takes
- *    the very next free slot on any replica.
+ *    the very next free slot on any replica. Past every replica's learned limit it still goes,
+ *    up to the replica's ceiling: only work that can wait is held back.
  * 2. Batch next: most urgent deadline first, equally urgent jobs sharing slots fairly
  *    (FairDeadlineQueue).
  * 3. Background only when no batch work waits.
  * 4. Batch and background together stay below the available replicas' total limit by a reserve
  *    that follows the interactive load (InteractiveHeadroom), so an interactive request usually
  *    finds a slot free instead of waiting for a batch line to finish.
- * Each replica is held to its limit; work goes to the replica with the most free slots.
+ * Batch and background work is held to each replica's limit; work goes to the replica with the
+ * most free slots.
  */
 export class FleetScheduler<T extends WorkItem = WorkItem> {
   // A Map keeps insertion order and deletes from the middle in O(1): a FIFO that can withdraw.
@@ -120,7 +129,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     for (;;) {
       const first = this.interactive.values().next();
       if (!first.done) {
-        const replica = this.place(usable, first.value);
+        const replica = this.place(usable, first.value) ?? this.place(usable, first.value, 'ceiling');
         // No free slot anywhere: the interactive request waits for the next one, and so does everything else.
         if (!replica) break;
         this.interactive.delete(first.value.id);
@@ -156,6 +165,11 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(run.work.fairnessKey ?? '');
   }
 
+  /** Whether interactive requests have arrived lately (the reserve is kept for them). */
+  interactiveRecent(): boolean {
+    return this.headroom.slots(this.now()) > 0;
+  }
+
   /** Slots batch and background work leave free on these replicas now. */
   reserve(replicas: readonly ReplicaCapacity[]): number {
     const capacity = replicas.filter((replica) => replica.available !== false).reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
@@ -181,12 +195,13 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     return { work, replica };
   }
 
-  /** The replica with a free slot and the most of them, preferring those the work does not avoid. */
-  private place(replicas: readonly ReplicaCapacity[], work: T): string | undefined {
+  /** The replica with a free slot (below its limit, or its ceiling) and the most of them, preferring those the work does not avoid. */
+  private place(replicas: readonly ReplicaCapacity[], work: T, bound: 'limit' | 'ceiling' = 'limit'): string | undefined {
     let best: { id: string; free: number; avoided: boolean } | undefined;
     for (const replica of replicas) {
       const counts = this.counts(replica.id);
-      const free = Math.floor(replica.limit) - counts.interactive - counts.batch - counts.background;
+      const slots = bound === 'ceiling' ? Math.max(replica.limit, replica.ceiling ?? replica.limit) : replica.limit;
+      const free = Math.floor(slots) - counts.interactive - counts.batch - counts.background;
       if (free <= 0) continue;
       const avoided = work.avoid?.has(replica.id) ?? false;
       if (!best || (best.avoided && !avoided) || (best.avoided === avoided && free > best.free)) best = { id: replica.id, free, avoided };

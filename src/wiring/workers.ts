@@ -58,6 +58,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
   validator: async ({ config, clock, logger, adapters, parts, tracing }) => {
     const { batches, batchesQueries } = parts.application();
     const { fleet } = await parts.fleet();
+    // On Kafka any number of inference processors share the inference partitions: each batch is
+    // cut into at least one chunk per partition, so that each processor holds its part of it
+    // and sharing between jobs, decided in each processor, is fair across the fleet.
+    const spreadOver = config.kafka ? (adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? 1) : 1;
     const validator = new BatchValidator({
       eventStore: adapters.eventStore,
       blobStore: adapters.blobStore,
@@ -66,6 +70,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       clock,
       log: logger.child({ component: 'batch-validator' }),
       chunkLines: config.batchChunkLines,
+      spreadOver,
       tracing,
       prefixOrder: config.batchPrefixOrder,
       scratchDir: scratchDirOf(config),
