@@ -84,6 +84,30 @@ describe('adaptive concurrency', () => {
     expect(limiter.limit).toBe(32);
   });
 
+  it('does not shrink for a pause that delays every request in flight at once (the engine host stalled for a moment)', () => {
+    const limiter = new AdaptiveConcurrency({ ceiling: 32 });
+    const clock = { t: 0 };
+    feed(limiter, clock, 1000, 100);
+    expect(limiter.limit).toBe(32);
+    // All 32 requests in flight answer together 150 ms late...
+    const pausedAt = clock.t;
+    for (let i = 0; i < 32; i++) limiter.record({ startedAt: pausedAt - 100 + i * 3, latencyMs: 250 - i * 3, outcome: 'answered', inFlight: 32 });
+    // ...and those sent after it are answered as before.
+    clock.t = pausedAt + 150;
+    feed(limiter, clock, 200, 100);
+    expect(limiter.limit).toBe(32);
+  });
+
+  it('shrinks by latencyBackoff, not by half, for a rise that persists once slow start has ended at the ceiling', () => {
+    const limiter = new AdaptiveConcurrency({ ceiling: 32 });
+    const clock = { t: 0 };
+    feed(limiter, clock, 1000, 100);
+    expect(limiter.limit).toBe(32);
+    const seen = drive(limiter, clock, 200, () => 200);
+    expect(Math.min(...seen)).toBeLessThan(32);
+    expect(seen.find((limit) => limit < 32)).toBe(28);
+  });
+
   it.each(['overloaded', 'timeout'] as const)('halves on %s, once per window of requests sent after the previous cut', (outcome) => {
     const limiter = new AdaptiveConcurrency({ ceiling: 32 });
     const clock = { t: 0 };

@@ -39,6 +39,11 @@ export interface RequestResult {
  *   not crowded. Smoothing (EWMA) first keeps the floor from being one unusually short request.
  * - Smoothed latency above floor × tolerance: requests queue inside the engine, where Spool
  *   cannot reorder them; shrink by latencyBackoff. 429/503/timeouts: halve.
+ * - After slow start, a rise counts once a request sent after it was first seen is slow too: a
+ *   pause that delays every request in flight at once (the engine's host stalling for a moment)
+ *   is over within a round trip, while crowding inside the engine is not. Slow start itself
+ *   halves at the first sign, since it may have overshot by up to twice; it ends at the first
+ *   cut or at the ceiling, which it cannot have overshot.
  * - At most one cut per window: only a request sent after the previous cut counts as new
  *   evidence, so the burst of failures one overload causes halves once, not once per request.
  * - Otherwise, when the limit was in use (≥ 90% of it in flight), grow: +1 per answer until the
@@ -55,6 +60,8 @@ export class AdaptiveConcurrency {
   private floor = Number.POSITIVE_INFINITY;
   private lastCutAt = Number.NEGATIVE_INFINITY;
   private slowStart = true;
+  /** When the current rise of latency above floor × tolerance was first seen (epoch ms). */
+  private riseSeenAt: number | undefined;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
   private readonly overloadBackoff: number;
@@ -104,20 +111,28 @@ export class AdaptiveConcurrency {
       this.cut(this.latencyBackoff, result.startedAt, completedAt);
       return;
     }
-    if (this.smoothed > this.floor * this.tolerance) {
+    const crowded = this.floor * this.tolerance;
+    if (this.smoothed > crowded) {
       if (this.limit === 1 && result.startedAt >= this.lastCutAt) {
         this.floor = this.smoothed;
         this.slowStart = true;
+        this.riseSeenAt = undefined;
       } else {
-        this.cut(this.slowStart ? this.overloadBackoff : this.latencyBackoff, result.startedAt, completedAt);
+        this.riseSeenAt ??= completedAt;
+        const confirmed = result.startedAt >= this.riseSeenAt && result.latencyMs > crowded;
+        if (this.slowStart || confirmed) this.cut(this.slowStart ? this.overloadBackoff : this.latencyBackoff, result.startedAt, completedAt);
         return;
       }
+    } else {
+      this.riseSeenAt = undefined;
     }
     // No growth before the floor is known: it must be measured at the small starting limit.
     if (!Number.isFinite(this.floor)) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
     if (result.inFlight < Math.ceil(0.9 * this.limit)) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
+    // Growth stopped by the ceiling overshot nothing: a later rise is the engine's load changing.
+    if (this.estimate >= this.ceiling) this.slowStart = false;
   }
 
   /** Load gauges scraped from the engine at `at` (see engineLoadFrom). */
