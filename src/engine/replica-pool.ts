@@ -107,6 +107,7 @@ export class ReplicaPool implements InferenceEngine {
       let outcome: RequestOutcome = 'failed';
       let answered = false;
       let retryAfterMs: number | undefined;
+      let engineLatencyMs: number | undefined;
       try {
         if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
         // Images are fetched only once the request holds a slot, and again on each attempt:
@@ -116,6 +117,7 @@ export class ReplicaPool implements InferenceEngine {
         const body = priority ? { ...resolved, ...priority } : resolved;
         const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta);
         answered = true;
+        engineLatencyMs = response.engineLatencyMs;
         outcome = overloaded(response.statusCode) ? 'overloaded' : 'answered';
         if (!transient(response)) {
           member.failures = 0;
@@ -124,7 +126,7 @@ export class ReplicaPool implements InferenceEngine {
         this.failed(member, false);
         lastResponse = response;
         lastError = `${member.replica.id} answered ${response.statusCode}`;
-        retryAfterMs = (response as { retryAfterMs?: number }).retryAfterMs;
+        retryAfterMs = response.retryAfterMs;
       } catch (error) {
         if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
         if (error instanceof Error && error.name === 'TimeoutError') outcome = 'timeout';
@@ -132,8 +134,11 @@ export class ReplicaPool implements InferenceEngine {
         lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
       } finally {
         this.scheduler.complete(id, answered);
-        member.capacity.record({ startedAt, latencyMs: Date.now() - startedAt, outcome, inFlight });
-        for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', (Date.now() - startedAt) / 1000);
+        const elapsedMs = Date.now() - startedAt;
+        // The engine's own latency where the replica measured it: the time an answer then waits
+        // for this event loop (busy with other lines' work) is not the engine crowding.
+        member.capacity.record({ startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight });
+        for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }
       if (attempt < this.settings.maxAttempts) {

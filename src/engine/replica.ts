@@ -21,6 +21,18 @@ export interface Urgency {
   readonly deadline?: number;
 }
 
+/** A replica's answer, with what the pool learns from it beyond the answer itself. */
+export interface ReplicaResponse extends EngineResponse {
+  /**
+   * The engine's own time for the request, measured where the exchange runs (engine-io-thread.ts),
+   * so without the time the answer then waits for this process's event loop. Absent: the pool
+   * measures it around send().
+   */
+  readonly engineLatencyMs?: number;
+  /** The engine's Retry-After on a 429 or 503, in ms. */
+  readonly retryAfterMs?: number;
+}
+
 /** One server (or the in-process model) that serves a model. send() is a single attempt. */
 export interface Replica {
   readonly id: string;
@@ -36,7 +48,7 @@ export interface Replica {
    */
   readonly weightsInProcess: boolean;
   /** Throws when there is no answer at all (connection refused, timeout). */
-  send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse>;
+  send(request: EngineRequest, onDelta?: TextDelta): Promise<ReplicaResponse>;
   health(): Promise<boolean>;
   /** Serves the staged weights from now on; requests already running finish on the old ones. */
   reload(weights: StagedWeights): Promise<void>;
