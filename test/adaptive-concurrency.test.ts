@@ -39,6 +39,18 @@ describe('adaptive concurrency', () => {
     expect(Math.max(...seen)).toBe(32);
   });
 
+  it('doubles per round trip in slow start: each answer to a request sent at the full limit of its time adds one', () => {
+    const limiter = new AdaptiveConcurrency({ ceiling: 128 });
+    let rounds = 0;
+    for (let t = 0; limiter.limit < 128 && rounds < 100; t += 100, rounds++) {
+      // A round trip: the whole limit sent at once, all answered 100 ms later.
+      const limit = limiter.limit;
+      for (let i = 0; i < limit; i++) limiter.record({ startedAt: t, latencyMs: 100, outcome: 'answered', inFlight: limit, limit });
+    }
+    // Three round trips at 4 to learn the floor, then 4 → 8 → … → 128.
+    expect(rounds).toBeLessThanOrEqual(9);
+  });
+
   it('does not grow when the limit is not being used (no evidence the engine can take more)', () => {
     const limiter = new AdaptiveConcurrency({ ceiling: 64, initial: 4 });
     for (let i = 0; i < 1000; i++) limiter.record({ startedAt: i * 10, latencyMs: 100, outcome: 'answered', inFlight: 1 });

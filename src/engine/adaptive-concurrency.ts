@@ -29,6 +29,8 @@ export interface RequestResult {
   readonly outcome: RequestOutcome;
   /** Requests in flight on the replica when it was sent, itself included. */
   readonly inFlight: number;
+  /** The limit when it was sent (the limit now when absent). */
+  readonly limit?: number;
 }
 
 /**
@@ -129,7 +131,9 @@ export class AdaptiveConcurrency {
     // No growth before the floor is known: it must be measured at the small starting limit.
     if (!Number.isFinite(this.floor)) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
-    if (result.inFlight < Math.ceil(0.9 * this.limit)) return;
+    // Whether the limit was in use is judged against the limit of the time: in slow start it has
+    // doubled by the time the answer comes, and judged against that it would look half used.
+    if (result.inFlight < Math.ceil(0.9 * (result.limit ?? this.limit))) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
     // Growth stopped by the ceiling overshot nothing: a later rise is the engine's load changing.
     if (this.estimate >= this.ceiling) this.slowStart = false;

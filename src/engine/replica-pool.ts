@@ -103,6 +103,7 @@ export class ReplicaPool implements InferenceEngine {
       avoid.add(member.replica.id);
       const counts = this.scheduler.inFlight(member.replica.id);
       const inFlight = counts.interactive + counts.batch + counts.background;
+      const limit = this.limitOf(member);
       const startedAt = Date.now();
       let outcome: RequestOutcome = 'failed';
       let answered = false;
@@ -137,7 +138,7 @@ export class ReplicaPool implements InferenceEngine {
         const elapsedMs = Date.now() - startedAt;
         // The engine's own latency where the replica measured it: the time an answer then waits
         // for this event loop (busy with other lines' work) is not the engine crowding.
-        member.capacity.record({ startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight });
+        member.capacity.record({ startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight, limit });
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }
