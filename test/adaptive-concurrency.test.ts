@@ -110,6 +110,22 @@ describe('adaptive concurrency', () => {
     expect(limiter.limit).toBe(32);
   });
 
+  it('does not halve slow start for such a pause either: it goes on doubling once answers are quick again', () => {
+    const limiter = new AdaptiveConcurrency({ ceiling: 128 });
+    let t = 0;
+    const roundTrip = (latencyMs: number) => {
+      const limit = limiter.limit;
+      for (let i = 0; i < limit; i++) limiter.record({ startedAt: t, latencyMs, outcome: 'answered', inFlight: limit, limit });
+      t += latencyMs;
+    };
+    while (limiter.limit < 16) roundTrip(100);
+    const before = limiter.limit;
+    roundTrip(250);
+    expect(limiter.limit).toBeGreaterThanOrEqual(before);
+    for (let i = 0; i < 5; i++) roundTrip(100);
+    expect(limiter.limit).toBe(128);
+  });
+
   it('shrinks by latencyBackoff, not by half, for a rise that persists once slow start has ended at the ceiling', () => {
     const limiter = new AdaptiveConcurrency({ ceiling: 32 });
     const clock = { t: 0 };

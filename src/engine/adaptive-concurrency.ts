@@ -41,11 +41,11 @@ export interface RequestResult {
  *   not crowded. Smoothing (EWMA) first keeps the floor from being one unusually short request.
  * - Smoothed latency above floor × tolerance: requests queue inside the engine, where Spool
  *   cannot reorder them; shrink by latencyBackoff. 429/503/timeouts: halve.
- * - After slow start, a rise counts once a request sent after it was first seen is slow too: a
- *   pause that delays every request in flight at once (the engine's host stalling for a moment)
- *   is over within a round trip, while crowding inside the engine is not. Slow start itself
- *   halves at the first sign, since it may have overshot by up to twice; it ends at the first
- *   cut or at the ceiling, which it cannot have overshot.
+ * - A rise counts once a request sent after it was first seen is slow too: a pause that delays
+ *   every request in flight at once (the engine's host stalling for a moment) is over within a
+ *   round trip, while crowding inside the engine is not. Nothing grows meanwhile. Slow start
+ *   halves for it, since it may have overshot by up to twice; it ends at the first cut or at the
+ *   ceiling, which it cannot have overshot.
  * - At most one cut per window: only a request sent after the previous cut counts as new
  *   evidence, so the burst of failures one overload causes halves once, not once per request.
  * - Otherwise, when the limit was in use (≥ 90% of it in flight), grow: +1 per answer until the
@@ -122,7 +122,7 @@ export class AdaptiveConcurrency {
       } else {
         this.riseSeenAt ??= completedAt;
         const confirmed = result.startedAt >= this.riseSeenAt && result.latencyMs > crowded;
-        if (this.slowStart || confirmed) this.cut(this.slowStart ? this.overloadBackoff : this.latencyBackoff, result.startedAt, completedAt);
+        if (confirmed) this.cut(this.slowStart ? this.overloadBackoff : this.latencyBackoff, result.startedAt, completedAt);
         return;
       }
     } else {
