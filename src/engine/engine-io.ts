@@ -1,14 +1,34 @@
 import { Worker } from 'node:worker_threads';
+import { RequestWithdrawnError } from './engine.js';
 import type { ExchangeAnswer, FromEngineIo, ToEngineIo } from './engine-io-thread.js';
 
 export type { ExchangeAnswer } from './engine-io-thread.js';
+
+/** When the exchange was sent, as the thread saw it. */
+export type ExchangeSent = ExchangeAnswer['sent'];
+
+export interface ExchangeOptions {
+  readonly signal?: AbortSignal | undefined;
+  /**
+   * Hold the exchange in the thread while `limit` exchanges of its agent run, and send it as soon
+   * as one ends; urgent ones are sent first.
+   */
+  readonly gate?: { readonly limit: number; readonly urgent: boolean } | undefined;
+  /** For a held exchange: true once it should not be sent after all (it then rejects with RequestWithdrawnError). */
+  readonly withdraw?: (() => boolean) | undefined;
+}
 
 interface Pending {
   resolve(answer: ExchangeAnswer): void;
   reject(error: Error): void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+  /** Set for held exchanges that may be withdrawn; cleared once withdrawal was asked. */
+  withdraw: (() => boolean) | undefined;
 }
+
+/** How often held exchanges are checked for withdrawal: a batch stopped is seen within this. */
+const WITHDRAW_CHECK_MS = 10;
 
 /** The thread's module: compiled JavaScript beside this file, or its TypeScript source when running from src/. */
 const threadModule = new URL(import.meta.url.endsWith('.ts') ? './engine-io-thread.ts' : './engine-io-thread.js', import.meta.url);
@@ -18,6 +38,9 @@ function abortError(signal: AbortSignal): Error {
   error.name = 'AbortError';
   return error;
 }
+
+/** An exchange that failed, with when it had been sent (undefined: never). */
+export type ExchangeError = Error & { sent?: ExchangeSent };
 
 /**
  * The main loop's side of the engine I/O thread (engine-io-thread.ts): hands it request bodies and
@@ -31,12 +54,15 @@ export class EngineIo {
   private readonly pending = new Map<number, Pending>();
   private outbox: ToEngineIo[] = [];
   private nextId = 1;
+  private withdrawals: NodeJS.Timeout | undefined;
 
   /**
    * Sends one POST over the kept-alive connections named `agent`. Rejects when there is no
-   * complete answer (an Error whose name is TimeoutError after timeoutMs), or when `signal` aborts.
+   * complete answer (an Error whose name is TimeoutError after timeoutMs), when `signal` aborts,
+   * or with RequestWithdrawnError when a held exchange is withdrawn.
    */
-  post(agent: string, url: string, headers: Record<string, string>, payload: string, timeoutMs: number, signal?: AbortSignal): Promise<ExchangeAnswer> {
+  post(agent: string, url: string, headers: Record<string, string>, payload: string, timeoutMs: number, options: ExchangeOptions = {}): Promise<ExchangeAnswer> {
+    const { signal, gate } = options;
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const id = this.nextId++;
     return new Promise<ExchangeAnswer>((resolve, reject) => {
@@ -49,9 +75,11 @@ export class EngineIo {
           }
         : undefined;
       if (signal && onAbort) signal.addEventListener('abort', onAbort, { once: true });
-      this.pending.set(id, { resolve, reject, signal, onAbort });
+      const withdraw = gate ? options.withdraw : undefined;
+      this.pending.set(id, { resolve, reject, signal, onAbort, withdraw });
       if (this.pending.size === 1) this.thread().ref();
-      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs });
+      if (withdraw) this.withdrawals ??= setInterval(() => this.checkWithdrawals(), WITHDRAW_CHECK_MS).unref();
+      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate });
     });
   }
 
@@ -65,17 +93,39 @@ export class EngineIo {
     });
   }
 
+  /** Asks the thread to withdraw each held exchange whose caller no longer wants it sent (a batch stopped). */
+  private checkWithdrawals(): void {
+    let watched = 0;
+    for (const [id, pending] of this.pending) {
+      if (!pending.withdraw) continue;
+      if (pending.withdraw()) {
+        pending.withdraw = undefined;
+        this.send({ kind: 'withdraw', id });
+      } else {
+        watched += 1;
+      }
+    }
+    if (watched === 0) {
+      clearInterval(this.withdrawals);
+      this.withdrawals = undefined;
+    }
+  }
+
   private thread(): Worker {
     if (this.worker) return this.worker;
+    // A small young generation: the thread's garbage is short-lived, and each isolate's default is sized for a whole process.
     const worker = new Worker(threadModule, { resourceLimits: { maxYoungGenerationSizeMb: 4 } });
     worker.on('message', (answers: FromEngineIo[]) => {
       for (const answer of answers) {
         const pending = this.settled(answer.id);
         if (!pending) continue;
-        if ('error' in answer) {
-          const error = new Error(answer.error.message) as NodeJS.ErrnoException;
+        if ('withdrawn' in answer) {
+          pending.reject(new RequestWithdrawnError('withdrawn before it was sent'));
+        } else if ('error' in answer) {
+          const error = new Error(answer.error.message) as ExchangeError & NodeJS.ErrnoException;
           error.name = answer.error.name;
           if (answer.error.code !== undefined) error.code = answer.error.code;
+          if (answer.sent) error.sent = answer.sent;
           pending.reject(error);
         } else {
           pending.resolve(answer);

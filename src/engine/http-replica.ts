@@ -23,6 +23,7 @@ export interface HttpReplicaSettings {
 export class HttpReplica implements Replica {
   readonly description: string;
   readonly weightsInProcess = false;
+  readonly holdsRequests = true;
   readonly servedManifest = undefined;
   /** The kept-alive connections this replica's requests go out on, in the engine I/O thread. */
   private readonly agent: string;
@@ -67,12 +68,16 @@ export class HttpReplica implements Replica {
     return this.reloadWeights(weights.path);
   }
 
-  async send(request: EngineRequest, onDelta?: TextDelta): Promise<ReplicaResponse> {
+  async send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {
     // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
     const { stream: _stream, stream_options: _options, ...body } = request.body;
     const payload = JSON.stringify(body);
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
-    const answer = await engineIo.post(this.agent, this.base + request.endpoint.replace(/^\/v1/, ''), headers, payload, this.settings.timeoutMs, request.signal);
+    const answer = await engineIo.post(this.agent, this.base + request.endpoint.replace(/^\/v1/, ''), headers, payload, this.settings.timeoutMs, {
+      signal: request.signal,
+      gate: ahead ? { limit: ahead.limit, urgent: (request.serviceClass ?? 'interactive') === 'interactive' } : undefined,
+      withdraw: request.withdraw,
+    });
     let parsed: unknown = answer.text;
     try {
       parsed = JSON.parse(answer.text);
@@ -90,6 +95,7 @@ export class HttpReplica implements Replica {
       requestId: answer.requestId ?? `req_${randomUUID().replace(/-/g, '')}`,
       body: parsed,
       engineLatencyMs: answer.latencyMs,
+      sent: answer.sent,
       ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
     };
   }
