@@ -40,6 +40,8 @@ export interface RequestResult {
   readonly inFlight: number;
   /** Slots of the replica kept free for interactive requests when it was sent: in use as much as filled ones. */
   readonly reserved?: number;
+  /** The limit when it was sent (the limit now when absent): in slow start it has grown by the time the answer comes. */
+  readonly limit?: number;
 }
 
 /** The answers of one window: their mean latency, its spread, and the mean in flight. */
@@ -205,7 +207,7 @@ export class AdaptiveConcurrency {
     // Regrowth to what the engine was last measured to serve is safe; beyond it is a probe.
     if (this.holdLeft > 0 && this.limit + 1 > this.measured()) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
-    if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * this.limit)) return;
+    if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * (result.limit ?? this.limit))) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
   }
 

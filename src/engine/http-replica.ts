@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { Agent as HttpAgent, type IncomingHttpHeaders, request as httpRequest } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { TextDelta } from './builtin/builtin-engine.js';
-import type { EngineRequest, EngineResponse } from './engine.js';
+import type { EngineRequest } from './engine.js';
+import { engineIo } from './engine-io.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
 import { enginePriority } from './engine-priority.js';
-import type { Replica, ReplicaKind, StagedWeights, Urgency } from './replica.js';
+import type { Replica, ReplicaKind, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
 
 export interface HttpReplicaSettings {
   readonly apiKey?: string;
@@ -24,8 +23,12 @@ export interface HttpReplicaSettings {
 export class HttpReplica implements Replica {
   readonly description: string;
   readonly weightsInProcess = false;
+  readonly holdsRequests = true;
   readonly servedManifest = undefined;
-  private readonly agent: HttpAgent;
+  /** The kept-alive connections this replica's requests go out on, in the engine I/O thread. */
+  private readonly agent: string;
+  private readonly base: string;
+  private readonly headers: Record<string, string>;
   constructor(
     readonly id: string,
     readonly kind: Exclude<ReplicaKind, 'builtin'>,
@@ -34,7 +37,9 @@ export class HttpReplica implements Replica {
     private readonly settings: HttpReplicaSettings,
   ) {
     this.description = `${kind} ${baseUrl}`;
-    this.agent = baseUrl.startsWith('https:') ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    this.agent = `${id} ${randomUUID()}`;
+    this.base = baseUrl.replace(/\/+$/, '');
+    this.headers = { 'content-type': 'application/json', ...(settings.apiKey ? { authorization: `Bearer ${settings.apiKey}` } : {}) };
   }
 
   /** A server knows its own weights; Spool names it by its address. */
@@ -63,84 +68,38 @@ export class HttpReplica implements Replica {
     return this.reloadWeights(weights.path);
   }
 
-  async send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
-    const url = this.baseUrl.replace(/\/+$/, '') + request.endpoint.replace(/^\/v1/, '');
+  async send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {
     // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
     const { stream: _stream, stream_options: _options, ...body } = request.body;
-    const response = await this.post(url, JSON.stringify(body), request.signal, request.traceparent);
-    const text = response.text;
-    let parsed: unknown = text;
+    const payload = JSON.stringify(body);
+    const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
+    const answer = await engineIo.post(this.agent, this.base + request.endpoint.replace(/^\/v1/, ''), headers, payload, this.settings.timeoutMs, {
+      signal: request.signal,
+      // Interactive requests are never held: the scheduler lets them past the learned limit (up
+      // to ENGINE_CONCURRENCY), and they go out at once.
+      gate: ahead && (request.serviceClass ?? 'interactive') !== 'interactive' ? { limit: ahead.limit, urgent: false } : undefined,
+      withdraw: request.withdraw,
+    });
+    let parsed: unknown = answer.text;
     try {
-      parsed = JSON.parse(text);
+      parsed = JSON.parse(answer.text);
     } catch {
       // Not JSON: kept as text, so errors show what the engine said.
     }
-    if (onDelta && response.status < 300) {
+    if (onDelta && answer.status < 300) {
       const choice = (parsed as { choices?: Array<{ message?: { content?: string }; text?: string }> }).choices?.[0];
       const content = choice?.message?.content ?? choice?.text ?? '';
       if (content) onDelta(content);
     }
-    const retryAfter = Number(response.headers['retry-after']);
-    const requestId = response.headers['x-request-id'];
+    const retryAfter = Number(answer.retryAfter);
     return {
-      statusCode: response.status,
-      requestId: typeof requestId === 'string' ? requestId : `req_${randomUUID().replace(/-/g, '')}`,
+      statusCode: answer.status,
+      requestId: answer.requestId ?? `req_${randomUUID().replace(/-/g, '')}`,
       body: parsed,
+      engineLatencyMs: answer.latencyMs,
+      sent: answer.sent,
       ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
     };
-  }
-
-  /**
-   * One POST over a kept-alive connection (node:http: a fraction of fetch's cost per request,
-   * which a batch of many short requests pays on every line). Rejects when there is no complete
-   * answer: no connection, a timeout, a connection closed mid-answer, or `signal` aborted.
-   */
-  private post(url: string, payload: string, signal: AbortSignal | undefined, traceparent: string | undefined, retryStale = true): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      const finish = (error: Error | undefined, answer?: { status: number; headers: IncomingHttpHeaders; text: string }) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        if (error) {
-          // A kept-alive connection the server had just closed: sent again once on a fresh one.
-          const stale = retryStale && req.reusedSocket && (error as NodeJS.ErrnoException).code === 'ECONNRESET' && !signal?.aborted;
-          if (stale) this.post(url, payload, signal, traceparent, false).then(resolve, reject);
-          else reject(error);
-        } else resolve(answer!);
-      };
-      const target = new URL(url);
-      const req = (target.protocol === 'https:' ? httpsRequest : httpRequest)(
-        target,
-        {
-          method: 'POST',
-          agent: this.agent,
-          headers: {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(payload),
-            ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}),
-            ...(traceparent ? { traceparent } : {}),
-          },
-          ...(signal ? { signal } : {}),
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () => finish(undefined, { status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-          res.on('error', (error) => finish(error));
-          res.on('close', () => {
-            if (!settled) finish(new Error('the connection closed before the answer was complete'));
-          });
-        },
-      );
-      const timer = setTimeout(() => {
-        const error = new Error(`no answer within ${this.settings.timeoutMs} ms`);
-        error.name = 'TimeoutError';
-        req.destroy(error);
-      }, this.settings.timeoutMs);
-      req.on('error', (error) => finish(error));
-      req.end(payload);
-    });
   }
 
   /** The server's root: its base URL without the /v1 suffix, where the admin endpoints live. */

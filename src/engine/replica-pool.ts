@@ -2,7 +2,7 @@ import { AdaptiveConcurrency, type RequestOutcome } from './adaptive-concurrency
 import type { TextDelta } from './builtin/builtin-engine.js';
 import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './image-resolver.js';
-import type { Replica } from './replica.js';
+import type { Replica, ReplicaResponse } from './replica.js';
 import type { ServiceClass } from './urgency.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduler.js';
 
@@ -32,6 +32,8 @@ interface Waiting extends WorkItem {
   admit(replica: string): void;
 }
 
+/** How long a replica that holds requests can be kept busy without this event loop (see aheadOf). */
+const HANDOVER_MS = 20;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
@@ -104,10 +106,14 @@ export class ReplicaPool implements InferenceEngine {
       const counts = this.scheduler.inFlight(member.replica.id);
       const inFlight = counts.interactive + counts.batch + counts.background;
       const reserved = this.reservedOn(member);
+      const limit = this.limitOf(member);
+      const ahead = this.aheadOf(member);
       const startedAt = Date.now();
       let outcome: RequestOutcome = 'failed';
       let answered = false;
       let retryAfterMs: number | undefined;
+      let engineLatencyMs: number | undefined;
+      let sent: ReplicaResponse['sent'];
       try {
         if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
         // Images are fetched only once the request holds a slot, and again on each attempt:
@@ -115,8 +121,10 @@ export class ReplicaPool implements InferenceEngine {
         const resolved = this.images ? await this.images.resolve(request.body) : request.body;
         const priority = member.replica.priorityFields({ serviceClass: request.serviceClass ?? 'interactive', ...(request.deadline !== undefined ? { deadline: request.deadline } : {}) }, startedAt);
         const body = priority ? { ...resolved, ...priority } : resolved;
-        const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta);
+        const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta, ahead > 0 ? { limit } : undefined);
         answered = true;
+        engineLatencyMs = response.engineLatencyMs;
+        sent = response.sent;
         outcome = overloaded(response.statusCode) ? 'overloaded' : 'answered';
         if (!transient(response)) {
           member.failures = 0;
@@ -125,8 +133,9 @@ export class ReplicaPool implements InferenceEngine {
         this.failed(member, false);
         lastResponse = response;
         lastError = `${member.replica.id} answered ${response.statusCode}`;
-        retryAfterMs = (response as { retryAfterMs?: number }).retryAfterMs;
+        retryAfterMs = response.retryAfterMs;
       } catch (error) {
+        sent = (error as { sent?: ReplicaResponse['sent'] } | undefined)?.sent;
         if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
         if (error instanceof Error && error.name === 'TimeoutError') outcome = 'timeout';
         this.failed(member, true);
@@ -134,8 +143,12 @@ export class ReplicaPool implements InferenceEngine {
       } finally {
         this.scheduler.complete(id, answered);
         member.capacity.interactiveTraffic(this.scheduler.interactiveRecent());
-        member.capacity.record({ startedAt, latencyMs: Date.now() - startedAt, outcome, inFlight, reserved });
-        for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', (Date.now() - startedAt) / 1000);
+        const elapsedMs = Date.now() - startedAt;
+        // The engine's own latency where the replica measured it: the time an answer then waits
+        // for this event loop (busy with other lines' work) is not the engine crowding. A request
+        // the replica held counts from when it actually went out.
+        member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit });
+        for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }
       if (attempt < this.settings.maxAttempts) {
@@ -185,7 +198,7 @@ export class ReplicaPool implements InferenceEngine {
     const now = Date.now();
     const anyHealthy = this.members.some((member) => member.downUntil <= now);
     // With every replica left out, they are all tried again rather than none.
-    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member), ceiling: member.ceiling, available: !anyHealthy || member.downUntil <= now }));
+    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member) + this.aheadOf(member), ceiling: member.ceiling, available: !anyHealthy || member.downUntil <= now }));
   }
 
   /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */
@@ -193,6 +206,21 @@ export class ReplicaPool implements InferenceEngine {
     const capacities = this.capacities().filter((capacity) => capacity.available !== false);
     const total = capacities.reduce((sum, capacity) => sum + capacity.limit, 0);
     return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
+  }
+
+  /**
+   * Requests given to a replica beyond its limit, when it can hold them (holdsRequests): each is
+   * sent the moment one of the running ones ends, instead of once this event loop, often busy
+   * with other lines' work, has seen the answer. As many as the replica answers in HANDOVER_MS
+   * at its latency floor, at most a quarter of its limit, so a request that comes later and
+   * ranks higher waits behind at most that much; interactive ones are sent before them.
+   */
+  private aheadOf(member: Member): number {
+    if (!member.replica.holdsRequests) return 0;
+    const floor = member.capacity.latencyFloorMs;
+    if (!(Number.isFinite(floor) && floor > 0)) return 0;
+    const limit = this.limitOf(member);
+    return Math.min(Math.floor(limit / 4), Math.floor((limit * HANDOVER_MS) / floor));
   }
 
   private limitOf(member: Member): number {

@@ -21,6 +21,23 @@ export interface Urgency {
   readonly deadline?: number;
 }
 
+/** A replica's answer, with what the pool learns from it beyond the answer itself. */
+export interface ReplicaResponse extends EngineResponse {
+  /**
+   * The engine's own time for the request, measured where the exchange runs (engine-io-thread.ts),
+   * so without the time the answer then waits for this process's event loop. Absent: the pool
+   * measures it around send().
+   */
+  readonly engineLatencyMs?: number;
+  /** The engine's Retry-After on a 429 or 503, in ms. */
+  readonly retryAfterMs?: number;
+  /**
+   * When a replica that holds requests (holdsRequests) actually sent it, epoch ms, with its
+   * requests running then (itself included) and the limit then.
+   */
+  readonly sent?: { readonly at: number; readonly inFlight: number; readonly limit: number | undefined };
+}
+
 /** One server (or the in-process model) that serves a model. send() is a single attempt. */
 export interface Replica {
   readonly id: string;
@@ -35,8 +52,15 @@ export interface Replica {
    * restores the last reload after a restart). false: one reload of the server serves everyone.
    */
   readonly weightsInProcess: boolean;
+  /**
+   * true: send() may be given more requests than `ahead.limit`; the replica holds the extra ones
+   * and sends each as soon as one of its running requests ends, without the main event loop
+   * (HttpReplica: in the engine I/O thread). A held request whose `withdraw()` turns true is not
+   * sent (RequestWithdrawnError).
+   */
+  readonly holdsRequests: boolean;
   /** Throws when there is no answer at all (connection refused, timeout). */
-  send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse>;
+  send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse>;
   health(): Promise<boolean>;
   /** Serves the staged weights from now on; requests already running finish on the old ones. */
   reload(weights: StagedWeights): Promise<void>;
@@ -62,6 +86,7 @@ export function sharedWeights(path: string): Transformer {
 export class BuiltinReplica implements Replica {
   readonly kind = 'builtin' as const;
   readonly weightsInProcess = true;
+  readonly holdsRequests = false;
   readonly description: string;
   constructor(
     readonly id: string,

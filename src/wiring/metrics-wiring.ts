@@ -42,7 +42,15 @@ export function observeRelay(metrics: Metrics, relay: { publishedUpTo(): Positio
  */
 export function observeFleet(metrics: Metrics, fleet: Fleet): void {
   const pools = fleet.allPools();
-  for (const { model, pool } of pools) pool.onRequestDone((serviceClass, seconds) => metrics.engineRequestDuration.observe({ model, class: serviceClass }, seconds));
+  for (const { model, pool } of pools) {
+    // One series per class, looked up once: every engine request is observed.
+    const series = new Map<string, { observe(seconds: number): void }>();
+    pool.onRequestDone((serviceClass, seconds) => {
+      let duration = series.get(serviceClass);
+      if (!duration) series.set(serviceClass, (duration = metrics.engineRequestDuration.labels({ model, class: serviceClass })));
+      duration.observe(seconds);
+    });
+  }
   const byClass = (read: (load: ReturnType<(typeof pools)[number]['pool']['load']>) => Record<(typeof SERVICE_CLASSES)[number], number>) => () =>
     pools.flatMap(({ model, pool }) => {
       const counts = read(pool.load());
@@ -61,11 +69,19 @@ export function countLineOutcomes(metrics: Metrics, batches: BatchesQueries, clo
     const batch = batches.get(batchId);
     const endpoint = batch?.endpoint ?? 'unknown';
     const model = batch?.model ?? 'unknown';
+    // Summed over the group first: one increment per series rather than three per line.
+    let completed = 0;
+    let prompt = 0;
+    let completion = 0;
     for (const { type, data } of recorded) {
-      metrics.batchLines.inc({ outcome: type === 'LineCompleted' ? 'completed' : 'failed', endpoint });
-      if (data.usage.prompt_tokens > 0) metrics.tokens.inc({ kind: 'prompt', model }, data.usage.prompt_tokens);
-      if (data.usage.completion_tokens > 0) metrics.tokens.inc({ kind: 'completion', model }, data.usage.completion_tokens);
+      if (type === 'LineCompleted') completed += 1;
+      prompt += data.usage.prompt_tokens;
+      completion += data.usage.completion_tokens;
     }
+    if (completed > 0) metrics.batchLines.inc({ outcome: 'completed', endpoint }, completed);
+    if (recorded.length > completed) metrics.batchLines.inc({ outcome: 'failed', endpoint }, recorded.length - completed);
+    if (prompt > 0) metrics.tokens.inc({ kind: 'prompt', model }, prompt);
+    if (completion > 0) metrics.tokens.inc({ kind: 'completion', model }, completion);
     if (batch?.expires_at != null && clock.nowSeconds() > batch.expires_at) metrics.batchLinesAfterDeadline.inc(recorded.length);
   };
 }

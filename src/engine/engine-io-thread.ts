@@ -1,0 +1,271 @@
+// The engine I/O thread (a node:worker_threads worker; engine-io.ts starts it): the HTTP exchanges
+// with engine servers, run here so that building requests, writing them to sockets and reading
+// the answers do not take the main event loop's time, and so that an exchange's latency is
+// measured on a loop that Spool's other work (projections, appends, the API) cannot delay.
+//
+// It imports nothing of the project's, and uses only TypeScript that Node can strip, so that it
+// also runs from its source when the service runs from src/ in the tests.
+import { performance } from 'node:perf_hooks';
+import { parentPort } from 'node:worker_threads';
+import { Pool } from 'undici';
+
+/** A POST to send: `agent` names the kept-alive connection pool it goes out on (one per replica). */
+export interface ExchangeRequest {
+  readonly kind: 'post';
+  readonly id: number;
+  readonly agent: string;
+  readonly url: string;
+  /** Without content-length: the thread counts the payload's bytes. */
+  readonly headers: Record<string, string>;
+  readonly payload: string;
+  /** From the time it is sent (not while it is held). */
+  readonly timeoutMs: number;
+  /**
+   * At most `limit` exchanges of the same agent run at once; the others are held here, urgent
+   * ones first, and each is sent as soon as a running one ends, without waiting for the main loop.
+   */
+  readonly gate: { readonly limit: number; readonly urgent: boolean } | undefined;
+}
+
+/** The caller gave up on an exchange: it is stopped (or never sent), and nothing is answered for it. */
+export interface ExchangeAbort {
+  readonly kind: 'abort';
+  readonly id: number;
+}
+
+/** Withdraw an exchange if it is still held: answered `withdrawn`; one already sent goes on. */
+export interface ExchangeWithdraw {
+  readonly kind: 'withdraw';
+  readonly id: number;
+}
+
+export type ToEngineIo = ExchangeRequest | ExchangeAbort | ExchangeWithdraw;
+
+/** A complete answer; latencyMs runs from the request's first byte written to the answer's last byte read. */
+export interface ExchangeAnswer {
+  readonly id: number;
+  readonly status: number;
+  readonly retryAfter: string | undefined;
+  readonly requestId: string | undefined;
+  readonly text: string;
+  readonly latencyMs: number;
+  /** When it was sent (epoch ms), the agent's exchanges running then (itself included), and its gate's limit then. */
+  readonly sent: { readonly at: number; readonly inFlight: number; readonly limit: number | undefined };
+}
+
+/** A held exchange withdrawn before it was sent. */
+export interface ExchangeWithdrawn {
+  readonly id: number;
+  readonly withdrawn: true;
+}
+
+/** No complete answer: no connection, a timeout, or a connection closed mid-answer. */
+export interface ExchangeFailure {
+  readonly id: number;
+  readonly error: { readonly name: string; readonly message: string; readonly code: string | undefined };
+  readonly sent: ExchangeAnswer['sent'] | undefined;
+}
+
+export type FromEngineIo = ExchangeAnswer | ExchangeFailure | ExchangeWithdrawn;
+
+const port = parentPort;
+if (!port) throw new Error('engine-io-thread runs as a worker thread (see engine-io.ts)');
+
+/** Kept-alive connections per replica and origin. */
+const pools = new Map<string, Pool>();
+/** Split once per address: a batch sends every line to the same few. */
+const targets = new Map<string, { origin: string; path: string }>();
+/** Exchanges under way or held, so that an abort from the caller finds them. */
+const exchanges = new Map<number, Exchange>();
+
+/** Per agent: its exchanges running, the gate's latest limit, and those held until one ends. */
+interface Gate {
+  running: number;
+  limit: number | undefined;
+  readonly held: Exchange[];
+}
+const gates = new Map<string, Gate>();
+
+function gateOf(agent: string): Gate {
+  let gate = gates.get(agent);
+  if (!gate) {
+    gate = { running: 0, limit: undefined, held: [] };
+    gates.set(agent, gate);
+  }
+  return gate;
+}
+
+/** Sends held exchanges while the gate has room. */
+function release(gate: Gate): void {
+  while (gate.held.length > 0 && (gate.limit === undefined || gate.running < gate.limit)) gate.held.shift()!.start();
+}
+
+// Answers that complete in the same turn of this loop go back as one message.
+let outbox: FromEngineIo[] = [];
+const flush = () => {
+  const sending = outbox;
+  outbox = [];
+  port.postMessage(sending);
+};
+const answer = (message: FromEngineIo) => {
+  if (outbox.push(message) === 1) setImmediate(flush);
+};
+
+function targetOf(url: string): { origin: string; path: string } {
+  let target = targets.get(url);
+  if (!target) {
+    const parsed = new URL(url);
+    target = { origin: parsed.origin, path: parsed.pathname + parsed.search };
+    targets.set(url, target);
+  }
+  return target;
+}
+
+function poolFor(agent: string, origin: string): Pool {
+  const key = `${agent} ${origin}`;
+  let pool = pools.get(key);
+  if (!pool) {
+    // The exchange's own timer bounds it (the replica's timeout): no separate limits on headers or body.
+    pool = new Pool(origin, { headersTimeout: 0, bodyTimeout: 0 });
+    pools.set(key, pool);
+  }
+  return pool;
+}
+
+function failure(id: number, error: Error, sent: ExchangeAnswer['sent'] | undefined): ExchangeFailure {
+  return { id, error: { name: error.name, message: error.message, code: (error as NodeJS.ErrnoException).code }, sent };
+}
+
+/** Signs of a kept-alive connection the server had just closed when the request went out on it. */
+const STALE_CONNECTION = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+
+/**
+ * One POST (undici's dispatcher: about half the cost of node:http per request). A request whose
+ * connection is reset before any answer came is sent once more, on a fresh connection.
+ */
+class Exchange {
+  private controller: { abort(reason: Error): void } | undefined;
+  private readonly chunks: Buffer[] = [];
+  private status = 0;
+  private headers: Record<string, string | string[] | undefined> = {};
+  private startedAt = 0;
+  private sent: ExchangeAnswer['sent'] | undefined;
+  private settled = false;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly request: ExchangeRequest;
+  private readonly gate: Gate;
+
+  constructor(request: ExchangeRequest) {
+    this.request = request;
+    this.gate = gateOf(request.agent);
+    if (request.gate) this.gate.limit = request.gate.limit;
+    const { limit } = this.gate;
+    if (!request.gate || limit === undefined || (this.gate.running < limit && this.gate.held.length === 0)) this.start();
+    else if (request.gate.urgent) this.gate.held.unshift(this);
+    else this.gate.held.push(this);
+  }
+
+  get held(): boolean {
+    return this.sent === undefined && !this.settled;
+  }
+
+  start(): void {
+    const { request } = this;
+    this.gate.running += 1;
+    this.sent = { at: performance.timeOrigin + performance.now(), inFlight: this.gate.running, limit: request.gate ? this.gate.limit : undefined };
+    this.timer = setTimeout(() => {
+      const error = new Error(`no answer within ${request.timeoutMs} ms`);
+      error.name = 'TimeoutError';
+      this.stop(error, true);
+    }, request.timeoutMs);
+    this.dispatch(true);
+  }
+
+  /** The caller gave up: the request is stopped (or never sent) and nothing is answered. */
+  abort(): void {
+    const error = new Error('The operation was aborted');
+    error.name = 'AbortError';
+    this.stop(error, false);
+  }
+
+  /** Not sent after all, if it is still held. */
+  withdraw(): void {
+    if (this.held) this.finish({ id: this.request.id, withdrawn: true });
+  }
+
+  private stop(error: Error, answerIt: boolean): void {
+    if (this.settled) return;
+    // Before the request reached a connection there is nothing to abort yet: it is aborted there.
+    this.controller?.abort(error);
+    this.finish(answerIt ? failure(this.request.id, error, this.sent) : undefined);
+  }
+
+  private finish(message: FromEngineIo | undefined): void {
+    if (this.settled) return;
+    const wasHeld = this.held;
+    this.settled = true;
+    clearTimeout(this.timer);
+    exchanges.delete(this.request.id);
+    if (message) answer(message);
+    if (wasHeld) {
+      const at = this.gate.held.indexOf(this);
+      if (at >= 0) this.gate.held.splice(at, 1);
+    } else {
+      this.gate.running -= 1;
+      release(this.gate);
+    }
+  }
+
+  private dispatch(retryStale: boolean): void {
+    const { request } = this;
+    const target = targetOf(request.url);
+    this.startedAt = performance.now();
+    this.controller = undefined;
+    this.chunks.length = 0;
+    let answering = false;
+    poolFor(request.agent, target.origin).dispatch(
+      { origin: target.origin, path: target.path, method: 'POST', headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.payload)) }, body: request.payload },
+      {
+        onRequestStart: (controller) => {
+          if (this.settled) controller.abort(new Error('the exchange was already settled'));
+          else this.controller = controller;
+        },
+        onResponseStart: (_controller, statusCode, headers) => {
+          answering = true;
+          this.status = statusCode;
+          this.headers = headers;
+        },
+        onResponseData: (_controller, chunk) => {
+          this.chunks.push(chunk);
+        },
+        onResponseEnd: () => {
+          const retryAfter = this.headers['retry-after'];
+          const requestId = this.headers['x-request-id'];
+          this.finish({
+            id: request.id,
+            status: this.status,
+            retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+            requestId: typeof requestId === 'string' ? requestId : undefined,
+            text: Buffer.concat(this.chunks).toString('utf8'),
+            latencyMs: performance.now() - this.startedAt,
+            sent: this.sent!,
+          });
+        },
+        onResponseError: (_controller, error) => {
+          if (this.settled) return;
+          const code = (error as NodeJS.ErrnoException).code;
+          if (retryStale && !answering && code !== undefined && STALE_CONNECTION.has(code)) this.dispatch(false);
+          else this.finish(failure(request.id, error, this.sent));
+        },
+      },
+    );
+  }
+}
+
+port.on('message', (messages: ToEngineIo[]) => {
+  for (const message of messages) {
+    if (message.kind === 'post') exchanges.set(message.id, new Exchange(message));
+    else if (message.kind === 'abort') exchanges.get(message.id)?.abort();
+    else exchanges.get(message.id)?.withdraw();
+  }
+});

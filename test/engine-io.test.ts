@@ -1,0 +1,170 @@
+import type { ChildProcess } from 'node:child_process';
+import { type IncomingHttpHeaders, type Server, createServer } from 'node:http';
+import type { Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RequestWithdrawnError } from '../src/engine/engine.js';
+import { HttpReplica } from '../src/engine/http-replica.js';
+import { ReplicaPool } from '../src/engine/replica-pool.js';
+import { packageRoot } from '../src/package-root.js';
+import { startNode, stop } from './support/processes.js';
+
+// HTTP replicas send their requests from the engine I/O thread (src/engine/engine-io-thread.ts).
+// The upstream simulator (bench/upstream.ts) runs in its own process, so that holding this
+// process's event loop holds only Spool's side of each exchange.
+
+const children: ChildProcess[] = [];
+afterAll(async () => {
+  await Promise.all(children.splice(0).map((child) => stop(child)));
+});
+
+async function upstream(latencyMs: number, slots: number): Promise<string> {
+  const { child, match } = await startNode(join(packageRoot, 'dist/bench/upstream.js'), [String(latencyMs), String(slots)], {}, /listening on (\d+)/);
+  children.push(child);
+  return `http://127.0.0.1:${match[1]}/v1`;
+}
+
+const chat = (content: string) => ({ endpoint: '/v1/chat/completions', body: { model: 'm', messages: [{ role: 'user', content }] } });
+
+/** Holds this process's event loop, as a burst of other work on it would. */
+function holdEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy
+  }
+}
+
+describe('the engine I/O thread', () => {
+  it("measures an engine's latency where the exchange runs: the time its answer then waits for a busy event loop is not counted", async () => {
+    const replica = new HttpReplica('r', 'openai', await upstream(50, 4), { timeoutMs: 10_000 });
+    const sentAt = performance.now();
+    const answer = replica.send(chat('held'));
+    holdEventLoop(400);
+    const response = await answer;
+    expect(response.statusCode).toBe(200);
+    expect(performance.now() - sentAt).toBeGreaterThanOrEqual(400);
+    expect(response.engineLatencyMs).toBeGreaterThanOrEqual(50);
+    expect(response.engineLatencyMs).toBeLessThan(400);
+  });
+
+  it('keeps the learned concurrency at its ceiling when every answer then waits for a busy event loop', async () => {
+    const pool = new ReplicaPool('m', [{ replica: new HttpReplica('r', 'openai', await upstream(50, 8), { timeoutMs: 10_000 }), concurrency: 4 }], {
+      maxAttempts: 1,
+      backoffMs: 10,
+      cooldownMs: 1000,
+      learnCapacity: true,
+    });
+    const round = async (label: string, hold: number) => {
+      const answers = Array.from({ length: 4 }, (_, index) => pool.infer({ ...chat(`${label} ${index}`), serviceClass: 'batch' }));
+      // Other work holds the loop while the engine answers: each answer waits for it.
+      await new Promise((resolve) => setImmediate(resolve));
+      holdEventLoop(hold);
+      for (const response of await Promise.all(answers)) expect(response.statusCode).toBe(200);
+    };
+    // The latency floor is learned on an idle loop, and the limit reaches its ceiling.
+    for (let index = 0; index < 10; index++) await round(`idle ${index}`, 0);
+    expect(pool.state()[0]!.limit).toBe(4);
+    // Then every answer waits 300 ms for the loop, round after round: six times the engine's latency.
+    for (let index = 0; index < 8; index++) {
+      await round(`busy ${index}`, 300);
+      expect(pool.state()[0]!.limit).toBe(4);
+    }
+  });
+
+  it("fails an exchange with no answer within the replica's timeout as a TimeoutError", async () => {
+    const replica = new HttpReplica('r', 'openai', await upstream(5000, 4), { timeoutMs: 200 });
+    await expect(replica.send(chat('slow'))).rejects.toMatchObject({ name: 'TimeoutError' });
+  });
+
+  it('stops an exchange whose caller aborts it', async () => {
+    const replica = new HttpReplica('r', 'openai', await upstream(5000, 4), { timeoutMs: 10_000 });
+    const caller = new AbortController();
+    const answer = replica.send({ ...chat('abandoned'), signal: caller.signal });
+    setTimeout(() => caller.abort(), 50);
+    await expect(answer).rejects.toMatchObject({ name: 'AbortError' });
+  });
+});
+
+describe('exchanges with a server in this process', () => {
+  let server: Server;
+  let url: string;
+  const received: IncomingHttpHeaders[] = [];
+  /** The `marker` of each request to /v1/ordered, in the order they arrived. */
+  const arrived: string[] = [];
+  /** Requests seen per connection: the second on any connection is dropped, as by a server that closed it while idle. */
+  const perSocket = new Map<Socket, number>();
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      const seen = (perSocket.get(request.socket) ?? 0) + 1;
+      perSocket.set(request.socket, seen);
+      if (request.url?.includes('/drop-reused') && seen > 1) {
+        request.socket.destroy();
+        return;
+      }
+      received.push(request.headers);
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        if (request.url?.includes('/ordered')) {
+          const { marker, delayMs } = JSON.parse(Buffer.concat(chunks).toString()) as { marker: string; delayMs: number };
+          arrived.push(marker);
+          setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ marker })), delayMs);
+        } else if (request.url?.includes('/busy')) {
+          response.writeHead(429, { 'content-type': 'application/json', 'retry-after': '2', 'x-request-id': 'req_busy' }).end(JSON.stringify({ error: { message: 'busy' } }));
+        } else {
+          response.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'req_ok' }).end(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'ok' } }] }));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('sends the API key and the trace context, and passes on the request id and Retry-After', async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000, apiKey: 'engine-key' });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const response = await replica.send({ endpoint: '/v1/busy', body: { model: 'm' }, traceparent });
+    expect(response).toMatchObject({ statusCode: 429, requestId: 'req_busy', retryAfterMs: 2000, body: { error: { message: 'busy' } } });
+    expect(received.at(-1)).toMatchObject({ authorization: 'Bearer engine-key', traceparent, 'content-type': 'application/json' });
+  });
+
+  it('sends a request again on a fresh connection when the kept-alive one it went out on was closed', async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    const first = await replica.send({ endpoint: '/v1/drop-reused', body: { n: 1 } });
+    const second = await replica.send({ endpoint: '/v1/drop-reused', body: { n: 2 } });
+    expect([first.statusCode, second.statusCode]).toEqual([200, 200]);
+  });
+
+  it('holds requests past the limit it is given and sends each as one ends, interactive ones first', async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    const send = (marker: string, serviceClass: 'batch' | 'interactive') =>
+      replica.send({ endpoint: '/v1/ordered', body: { marker, delayMs: 150 }, serviceClass }, undefined, { limit: 1 });
+    arrived.length = 0;
+    const answers = [send('first', 'batch'), send('second', 'batch'), send('third', 'batch'), send('urgent', 'interactive')];
+    const responses = await Promise.all(answers);
+    expect(responses.map((response) => response.statusCode)).toEqual([200, 200, 200, 200]);
+    expect(arrived).toEqual(['first', 'urgent', 'second', 'third']);
+    // Each counts from when it went out, one at a time.
+    expect(responses.map((response) => response.sent?.inFlight)).toEqual([1, 1, 1, 1]);
+    expect(responses[1]!.sent!.at).toBeGreaterThan(responses[3]!.sent!.at);
+  });
+
+  it('does not send a held request whose withdraw() turns true; the one already sent goes on', async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    let stopped = false;
+    const send = (marker: string) => replica.send({ endpoint: '/v1/ordered', body: { marker, delayMs: 300 }, serviceClass: 'batch', withdraw: () => stopped }, undefined, { limit: 1 });
+    arrived.length = 0;
+    const running = send('running');
+    const held = send('held');
+    setTimeout(() => (stopped = true), 50);
+    await expect(held).rejects.toBeInstanceOf(RequestWithdrawnError);
+    expect((await running).statusCode).toBe(200);
+    expect(arrived).toEqual(['running']);
+  });
+});
