@@ -185,7 +185,9 @@ describe('batches through the official openai client', () => {
     } finally {
       engine.latencyMs = 0;
     }
-    expect(engine.maxInFlight).toBe(4);
+    // ENGINE_CONCURRENCY (4) is a ceiling: the learned limit may sit below it, never above.
+    expect(engine.maxInFlight).toBeLessThanOrEqual(4);
+    expect(engine.maxInFlight).toBeGreaterThan(1);
   });
 
   it('rebuilds the job and batch read models identically from the log', async () => {
