@@ -96,7 +96,8 @@ interface WindowSummary {
  *   latency (the rest waited), never below half at once. An engine of fixed service time with C
  *   slots and N > C requests sent answers in N/C × the floor, so this is C in one step from any
  *   overshoot. At or below that level, crowding is another client of the engine or a stall of
- *   either host: `persistence` windows in a row give way a tenth at a time.
+ *   either host: after `persistence` windows in a row, down to the most any of them saw the
+ *   engine serve (a stall inflates some windows, another client all).
  * - After a probe it holds before the next: a probe queues requests inside the engine for a few
  *   round trips, and in an engine serving in arrival order an interactive request arriving then
  *   waits behind them. The hold doubles while probes end where the last one did, and is the
@@ -118,8 +119,9 @@ export class AdaptiveConcurrency {
   private window = new LatencyWindow();
   private recent: WindowSummary[] = [];
   private lastCutAt = Number.NEGATIVE_INFINITY;
-  /** Crowded windows in a row so far. */
+  /** Crowded windows in a row so far, and the most the engine served (Little's law) in any of them. */
   private crowdedWindows = 0;
+  private servedWhileCrowded = 0;
   /** Windows it holds still after a cut before probing again, and how many are left. */
   private holdWindows: number;
   private holdLeft = 0;
@@ -145,7 +147,7 @@ export class AdaptiveConcurrency {
     if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
     this.ceiling = Math.floor(settings.ceiling);
     this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 4));
-    this.tolerance = settings.tolerance ?? 1.03;
+    this.tolerance = settings.tolerance ?? 1.1;
     this.confidence = settings.confidence ?? 3;
     this.overloadBackoff = settings.overloadBackoff ?? 0.5;
     this.latencyBackoff = settings.latencyBackoff ?? 0.9;
@@ -199,6 +201,7 @@ export class AdaptiveConcurrency {
         return;
       }
       this.crowdedWindows = 0;
+      this.servedWhileCrowded = 0;
       this.remember(window);
     }
     // No growth before the floor is known (it must be measured at the small starting limit), nor
@@ -253,29 +256,31 @@ export class AdaptiveConcurrency {
   }
 
   /**
-   * A crowded window. Probing (sent with more in flight than the engine was last measured to
-   * serve), the rise is the queue the probe made: down to what the engine served, at once. In
-   * slow start likewise, but only once the rise lasts `persistence` windows: it does not grow
-   * meanwhile, so the last of them is steady and its Little's law estimate exact, and a stall at
-   * start does not end slow start far below the engine's capacity. At or below what the engine was
-   * last measured to serve, it served as many without a rise before: what crowds it now is
-   * another client of the engine, or a stall of either host, which passes; only `persistence`
-   * such windows in a row give way, a tenth at a time. At a limit of 1 already, the rise is
-   * longer requests: the floor is taken again.
+   * A crowded window; what the engine served in it, by Little's law, is in flight × floor /
+   * latency (the rest waited). Probing (sent with more in flight than the engine was last
+   * measured to serve), the rise is the queue the probe made: down to that, at once. Otherwise
+   * only `persistence` crowded windows in a row count: in slow start, so that it ends on a steady
+   * window (it does not grow meanwhile) and not on a stall; at or below the measured level, where
+   * what crowds the engine is another client of it or a stall of either host, which passes. Then
+   * down to the most any of those windows saw the engine serve: a stall inflates some windows'
+   * latency and not others, another client all of them. Never below half at once. At a limit of
+   * 1 already, the rise is longer requests: the floor is taken again.
    */
   private relieve(window: WindowSummary, floor: WindowSummary, startedAt: number, completedAt: number): void {
+    const serving = Math.round((window.inFlight * this.uncrowded(floor)) / window.mean);
     const above = window.inFlight > this.measured() + 0.5;
     const probing = above && !this.slowStart;
+    this.servedWhileCrowded = Math.max(this.servedWhileCrowded, serving);
     if (!probing && this.crowdedWindows < this.persistence) return;
     if (this.limit === 1) {
       this.recent = [window];
       this.slowStart = true;
       this.crowdedWindows = 0;
+      this.servedWhileCrowded = 0;
       return;
     }
-    const serving = Math.round((window.inFlight * this.uncrowded(floor)) / window.mean);
-    if (above) this.cut(Math.max(serving, this.estimate * this.overloadBackoff), startedAt, completedAt, 'probe');
-    else this.cut(this.estimate * this.latencyBackoff, startedAt, completedAt, 'known');
+    const to = Math.max(probing ? serving : this.servedWhileCrowded, this.estimate * this.overloadBackoff);
+    this.cut(to, startedAt, completedAt, above ? 'probe' : 'known');
   }
 
   /**
@@ -293,8 +298,8 @@ export class AdaptiveConcurrency {
 
   /**
    * `probe`: the cut that ends a probe (or slow start): what the engine served is known again,
-   * and when the next probe may begin. `known`: crowded at what it served before; that is known
-   * no more, and regrowth to it is a probe, soon.
+   * and when the next probe may begin. `known`: crowded at what it served before, it serves less
+   * now; growth past the new level is a probe, soon.
    */
   private cut(to: number, startedAt: number, completedAt: number, kind: 'probe' | 'known' | 'other' = 'other'): void {
     if (startedAt < this.lastCutAt) return;
@@ -317,6 +322,7 @@ export class AdaptiveConcurrency {
     this.lastCutAt = completedAt;
     this.slowStart = false;
     this.crowdedWindows = 0;
+    this.servedWhileCrowded = 0;
     this.window = new LatencyWindow();
   }
 }
