@@ -33,7 +33,7 @@ interface Waiting extends WorkItem {
 }
 
 /** How long a replica that holds requests can be kept busy without this event loop (see aheadOf). */
-const HANDOVER_MS = 20;
+const HANDOVER_MS = 50;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
