@@ -145,7 +145,7 @@ const add = (lines: Array<string | false | undefined>) => sections.push(lines.fi
 
 if (results.batch) {
   const { data: b } = results.batch;
-  summary.push(`| 1. Batch efficiency (embedded) | ${fixed(b.baselineLinesPerSecond, 0)} requests/s | ${fixed(b.spoolLinesPerSecond, 0)} lines/s | ${percent(b.ratio)} | ≥ 95% | ${met(b.ratio >= 0.95)} |`);
+  summary.push(`| 1. Batch efficiency (embedded) | ${fixed(b.baselineLinesPerSecond, 0)} requests/s | ${fixed(b.spoolLinesPerSecond, 0)} lines/s | ${percent(b.ratio)} | ≥ 97% | ${met(b.ratio >= 0.97)} |`);
   add([
     '## 1. Batch efficiency: a 50,000-line batch against a slow upstream',
     '',
@@ -159,7 +159,7 @@ if (results.batch) {
     '',
     '| bare loop | spool, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | spool peak RSS |',
     '|---|---|---|---|---|---|',
-    `| ${fixed(b.baselineLinesPerSecond, 0)} requests/s | ${fixed(b.spoolLinesPerSecond, 0)} lines/s | ${percent(b.ratio)} | ≥ 95% | ${fixed(b.baselineInFlight)} / ${fixed(b.spoolInFlight)} | ${fixed(b.spoolPeakRssMiB, 0)} MiB |`,
+    `| ${fixed(b.baselineLinesPerSecond, 0)} requests/s | ${fixed(b.spoolLinesPerSecond, 0)} lines/s | ${percent(b.ratio)} | ≥ 97% | ${fixed(b.baselineInFlight)} / ${fixed(b.spoolInFlight)} | ${fixed(b.spoolPeakRssMiB, 0)} MiB |`,
     '',
     `Where spool's time goes (medians, seconds): upload ${fixed(b.phases.upload, 2)}, validation ${fixed(b.phases.validate, 2)}, running the lines ${fixed(b.phases.run, 2)}, finalizing (output file, BatchCompleted) ${fixed(b.phases.finalize, 2)}, download ${fixed(b.phases.download, 2)}; the bare loop needs ${fixed(b.lines / b.baselineLinesPerSecond, 2)} for the requests alone.`,
     '',
@@ -168,7 +168,7 @@ if (results.batch) {
 }
 if (results.kafka) {
   const { data: k } = results.kafka;
-  summary.push(`| 1. Batch efficiency (Kafka, processes) | ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 95% | ${met(k.ratio >= 0.95)} |`);
+  summary.push(`| 1. Batch efficiency (Kafka, processes) | ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 96% | ${met(k.ratio >= 0.96)} |`);
   add([
     '## 1b. Batch efficiency on Kafka: the scaled-out shape',
     '',
@@ -179,7 +179,7 @@ if (results.kafka) {
     '',
     '| bare loop | spool on Kafka, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | peak RSS of the largest process | chunks run by each inference processor |',
     '|---|---|---|---|---|---|---|',
-    `| ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 95% | ${fixed(k.baselineInFlight)} / ${fixed(k.spoolInFlight)} | ${fixed(k.spoolPeakRssMiB, 0)} MiB | ${k.kafka?.chunksPerInferenceProcessor.join(' and ') ?? '?'} |`,
+    `| ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 96% | ${fixed(k.baselineInFlight)} / ${fixed(k.spoolInFlight)} | ${fixed(k.spoolPeakRssMiB, 0)} MiB | ${k.kafka?.chunksPerInferenceProcessor.join(' and ') ?? '?'} |`,
     '',
     `Where spool's time goes (seconds): upload ${fixed(k.phases.upload, 2)}, validation ${fixed(k.phases.validate, 2)}, running the lines ${fixed(k.phases.run, 2)}, finalizing ${fixed(k.phases.finalize, 2)}, download ${fixed(k.phases.download, 2)}.`,
     '',
@@ -189,7 +189,10 @@ if (results.kafka) {
 
 if (results.overhead) {
   const { large, small } = results.overhead.data;
-  summary.push(`| 2. Pure overhead (embedded) | ${fixed(large.baselineLinesPerSecond, 0)} requests/s | ${fixed(large.spoolLinesPerSecond, 0)} lines/s | ${percent(large.ratio)} | ≥ 5,000 lines/s | ${met(large.spoolLinesPerSecond >= 5000)} |`);
+  summary.push(`| 2. Pure overhead (embedded) | ${fixed(large.baselineLinesPerSecond, 0)} requests/s | ${fixed(large.spoolLinesPerSecond, 0)} lines/s | ${percent(large.ratio)} | ≥ 6,000 lines/s | ${met(large.spoolLinesPerSecond >= 6000)} |`);
+  summary.push(
+    `| 8. Peak RSS of a batch (embedded) | ${fixed(small.spoolPeakRssMiB, 0)} MiB (${small.lines.toLocaleString('en')} lines) | ${fixed(large.spoolPeakRssMiB, 0)} MiB (${large.lines.toLocaleString('en')} lines) | ${fixed(large.spoolPeakRssMiB / small.spoolPeakRssMiB, 2)}× | ≤ 160 MiB, within 10% | ${met(large.spoolPeakRssMiB <= 160 && large.spoolPeakRssMiB <= 1.1 * small.spoolPeakRssMiB)} |`,
+  );
   add([
     '## 2. Pure overhead: the same batch against an upstream that answers at once',
     '',
@@ -202,7 +205,7 @@ if (results.overhead) {
     '|---|---|---|---|---|---|---|---|---|---|---|',
     ...[small, large].map(
       (row) =>
-        `| ${row.lines.toLocaleString('en')} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ≥ 5,000 lines/s | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
+        `| ${row.lines.toLocaleString('en')} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ≥ 6,000 lines/s | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
     ),
     '',
     data('overhead', results.overhead),
