@@ -309,10 +309,11 @@ export class AdaptiveConcurrency {
       // trips, and in an engine serving in arrival order an interactive request arriving then
       // waits behind them. A probe that ends where the last one did (the engine's capacity has
       // not moved) waits twice as long as the last hold before the next, or with interactive
-      // traffic about the longest hold; one that ended elsewhere (the first, out of slow start,
-      // included) the shortest: a single reading may be a stall's, and would hold the limit low.
-      const same = this.lastCutTo !== undefined && Math.abs(this.estimate - this.lastCutTo) <= Math.max(1, (this.tolerance - 1) * this.lastCutTo);
-      this.holdWindows = !same ? this.minHoldWindows : this.interactiveRecent ? this.maxHoldWindows : Math.min(this.maxHoldWindows, 2 * this.holdWindows);
+      // traffic about the longest hold; one that ended elsewhere the shortest: a single reading
+      // may be a stall's, and would hold the limit low. The end of slow start, read over
+      // `persistence` windows, counts as confirmed.
+      const confirmed = this.slowStart || (this.lastCutTo !== undefined && Math.abs(this.estimate - this.lastCutTo) <= Math.max(1, (this.tolerance - 1) * this.lastCutTo));
+      this.holdWindows = !confirmed ? this.minHoldWindows : this.interactiveRecent ? this.maxHoldWindows : Math.min(this.maxHoldWindows, 2 * this.holdWindows);
       this.holdLeft = this.holdWindows;
       this.lastCutTo = Math.floor(this.estimate);
     } else if (kind === 'known') {
