@@ -111,6 +111,16 @@ export class EngineIo {
     }
   }
 
+  /**
+   * Starts the thread now rather than on the first request: starting it takes tens of
+   * milliseconds, which the first request (often an interactive one) must not wait for. It does
+   * not keep the process alive while nothing is outstanding.
+   */
+  start(): void {
+    const worker = this.thread();
+    if (this.pending.size === 0) worker.unref();
+  }
+
   private thread(): Worker {
     if (this.worker) return this.worker;
     // A small young generation: the thread's garbage is short-lived, and each isolate's default is sized for a whole process.

@@ -40,6 +40,7 @@ export class HttpReplica implements Replica {
     this.agent = `${id} ${randomUUID()}`;
     this.base = baseUrl.replace(/\/+$/, '');
     this.headers = { 'content-type': 'application/json', ...(settings.apiKey ? { authorization: `Bearer ${settings.apiKey}` } : {}) };
+    engineIo.start();
   }
 
   /** A server knows its own weights; Spool names it by its address. */
