@@ -1,12 +1,14 @@
 import type { Logger } from 'pino';
-import { type Projector, ProjectionTimeoutError } from '../projections/projector.js';
-import { type EventStore, comparePositions, positionFromString } from '../src/event-store/event-store.js';
+import type { Projector } from '../projections/projector.js';
+import { type EventStore, type Position, comparePositions, positionFromString } from '../src/event-store/event-store.js';
 import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
 import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
 import { ChunkInterruptedError } from './batch-runner.js';
 
 /** How long a message waits for this process's read models to reach the event behind it. */
 const CATCH_UP_MS = 60_000;
+/** How long a position past the log's head is given before its message is judged another log's. */
+const HEAD_RECHECK_MS = 1_000;
 
 /**
  * One processor kind's membership in its consumer group. A work message only says where to look;
@@ -59,24 +61,33 @@ export class WorkConsumer {
           return;
         }
         const position = positionFromString(message.position);
-        try {
-          await this.deps.projector.waitFor(position, CATCH_UP_MS);
-        } catch (error) {
-          if (!(error instanceof ProjectionTimeoutError)) throw error;
-          // A message from another log (the event store was replaced under an old topic) would
-          // otherwise hold its partition forever.
-          const head = await this.deps.eventStore.headPosition();
-          if (!head || comparePositions(position, head) > 0) {
-            log.error({ topic: delivered.topic, partition: delivered.partition, offset: delivered.offset, position: message.position }, 'work message points past the end of the event log; skipped');
-            return;
-          }
-          throw error;
+        if (await this.pointsPastTheLog(position)) {
+          log.error({ topic: delivered.topic, partition: delivered.partition, offset: delivered.offset, position: message.position }, 'work message points past the end of the event log; skipped');
+          return;
         }
+        await this.deps.projector.waitFor(position, CATCH_UP_MS);
         await this.deps.handle(message);
         this.handled++;
       },
     );
     log.info({ kind, topic: WORK_TOPICS[kind] }, 'processor consuming');
+  }
+
+  /**
+   * A message from another log (the event store was replaced under old topics, or a deployment's
+   * leftovers on a shared broker) names a position the log has never reached. Waiting for the
+   * read models to reach it would hold its partition, and every message behind it, for the whole
+   * catch-up time. The relay publishes only what the store holds, so a position past the store's
+   * head, twice a moment apart (a replica's view of the head may trail), is not this log's.
+   */
+  private async pointsPastTheLog(position: Position): Promise<boolean> {
+    if (this.deps.projector.reached(position)) return false;
+    for (let look = 0; ; look++) {
+      const head = await this.deps.eventStore.headPosition();
+      if (head && comparePositions(position, head) <= 0) return false;
+      if (look === 1) return true;
+      await new Promise((resolve) => setTimeout(resolve, HEAD_RECHECK_MS));
+    }
   }
 
   get kind(): ProcessorKind {

@@ -181,9 +181,14 @@ export class Projector {
     this.waiters = still;
   }
 
+  /** Whether every read model holds the event at `position`. */
+  reached(position: Position): boolean {
+    return this.position !== undefined && comparePositions(position, this.position) <= 0;
+  }
+
   /** Resolves once every read model holds the event at `position` (read-your-writes). */
   waitFor(position: Position, timeoutMs = 10_000): Promise<void> {
-    if (this.position && comparePositions(position, this.position) <= 0) return Promise.resolve();
+    if (this.reached(position)) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((waiter) => waiter !== entry);
