@@ -64,6 +64,27 @@ describe('adaptive concurrency', () => {
     expect(limiter.limit).toBeLessThanOrEqual(7);
   });
 
+  it('does not take a sub-millisecond rise for a queue: an engine answering at once is not held to one request', () => {
+    // A stand-in answering from its event loop: 0.15 ms alone, 20 µs more per request beside it.
+    // At the ceiling a request waits about 1.3 ms more than alone: nothing an interactive request
+    // would notice, while a limit of 1 or 2 would bound the batch by round trips between threads.
+    const limiter = new AdaptiveConcurrency({ ceiling: 64 });
+    drive(limiter, { t: 0 }, 20_000, (inFlight) => 0.15 + 0.02 * inFlight);
+    expect(limiter.limit).toBe(64);
+    // The same rise on a slow engine's scale is a queue (10% tolerance): the slack is in ms, not a ratio.
+    const slow = new AdaptiveConcurrency({ ceiling: 64 });
+    drive(slow, { t: 0 }, 20_000, (inFlight) => 100 * Math.max(1, inFlight / 8));
+    expect(slow.limit).toBeLessThanOrEqual(11);
+  });
+
+  it('still finds the slots of a fast engine, whose queue adds milliseconds', () => {
+    // 5 ms a request, 8 slots: at 64 in flight a request waits 35 ms inside the engine.
+    const limiter = new AdaptiveConcurrency({ ceiling: 64 });
+    const seen = drive(limiter, { t: 0 }, 20_000, (inFlight) => 5 * Math.max(1, inFlight / 8));
+    expect(limiter.limit).toBeGreaterThanOrEqual(8);
+    expect(Math.max(...seen.slice(-5_000))).toBeLessThanOrEqual(12);
+  });
+
   it('from far past an engine’s slots, comes back to what the engine serves in one cut, and stays near it', () => {
     // ENGINE_CONCURRENCY four times the engine's 32 slots: slow start overshoots before latency shows it.
     const latencyAt = (inFlight: number) => 100 * Math.max(1, inFlight / 32);

@@ -7,6 +7,12 @@ export interface AdaptiveConcurrencySettings {
   readonly initial?: number;
   /** A window's mean latency above floor × tolerance (and beyond its noise) means requests queue inside the engine. */
   readonly tolerance?: number;
+  /**
+   * A rise must also be at least this many ms: a queue that short inside the engine delays no
+   * request measurably, and an engine answering in a fraction of a millisecond (a cache hit, a
+   * stand-in) shows rises of that size from the hosts' event loops alone.
+   */
+  readonly queueSlackMs?: number;
   /** How many standard errors of the two means a rise must exceed to count (noise is not queueing). */
   readonly confidence?: number;
   /** Factor on 429, 503 and timeouts; also the deepest one latency cut may go. */
@@ -87,7 +93,8 @@ interface WindowSummary {
  *   engine's time for a request when it is not crowded. Recent windows only, since the lowest of
  *   ever more noisy means drifts below any true floor; and the lowest of K means lies about
  *   √(2 ln K) standard errors below their common mean, which is added back.
- * - Crowded: a window's mean above that × tolerance by more than `confidence` standard errors
+ * - Crowded: a window's mean above that × tolerance (and by at least `queueSlackMs`, below which
+ *   a queue delays nothing measurably) by more than `confidence` standard errors
  *   (of an uncrowded window: the floor window's spread; requests that queued spread the crowded
  *   one's, which must not hide the rise). It does not grow while a window is crowded so far.
  * - Probing, sent with more in flight than the engine was last measured to serve (see relieve),
@@ -131,6 +138,7 @@ export class AdaptiveConcurrency {
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
+  private readonly queueSlackMs: number;
   private readonly confidence: number;
   private readonly overloadBackoff: number;
   private readonly latencyBackoff: number;
@@ -148,6 +156,7 @@ export class AdaptiveConcurrency {
     this.ceiling = Math.floor(settings.ceiling);
     this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 4));
     this.tolerance = settings.tolerance ?? 1.1;
+    this.queueSlackMs = settings.queueSlackMs ?? 2;
     this.confidence = settings.confidence ?? 3;
     this.overloadBackoff = settings.overloadBackoff ?? 0.5;
     this.latencyBackoff = settings.latencyBackoff ?? 0.9;
@@ -252,7 +261,8 @@ export class AdaptiveConcurrency {
   }
 
   private crowded(window: WindowSummary, floor: WindowSummary): boolean {
-    return window.mean > this.uncrowded(floor) * this.tolerance + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+    const uncrowded = this.uncrowded(floor);
+    return window.mean > Math.max(uncrowded * this.tolerance, uncrowded + this.queueSlackMs) + (this.confidence * floor.deviation) / Math.sqrt(window.count);
   }
 
   /**
