@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AdaptiveConcurrency, type RequestOutcome } from '../src/engine/adaptive-concurrency.js';
-import { seededRandom } from './support/discrete-events.js';
+import { DiscreteEvents, seededRandom } from './support/discrete-events.js';
 
 /** Feeds `count` results that each started at a full limit, one latency apart per limit's worth. */
 function feed(limiter: AdaptiveConcurrency, clock: { t: number }, count: number, latencyMs: number, outcome: RequestOutcome = 'answered') {
@@ -104,6 +104,62 @@ describe('adaptive concurrency', () => {
     expect(late.reduce((sum, limit) => sum + limit, 0) / late.length).toBeLessThanOrEqual(34.5);
   });
 
+  it('after slow start far past an engine’s slots, settles at them, not a request or two above (which would queue inside the engine for good)', () => {
+    // Requests in flight leave only when answered: after a cut, the excess drains while the
+    // windows that set the next limit are read (drive() above skips that transient).
+    const settle = (seed: number) => {
+      const sim = new DiscreteEvents();
+      const random = seededRandom(seed);
+      const limiter = new AdaptiveConcurrency({ ceiling: 128 });
+      limiter.interactiveTraffic(true);
+      const slots = 32;
+      let running = 0;
+      let inFlight = 0;
+      const queue: Array<() => void> = [];
+      let queuedArea = 0;
+      let lastChange = 0;
+      const account = () => {
+        if (sim.now > 30_000) queuedArea += queue.length * (sim.now - Math.max(lastChange, 30_000));
+        lastChange = sim.now;
+      };
+      const serve = (done: () => void) => {
+        running += 1;
+        sim.after(100 * (0.98 + 0.04 * random()), () => {
+          account();
+          running -= 1;
+          done();
+          const next = queue.shift();
+          if (next) serve(next);
+        });
+      };
+      const pump = () => {
+        while (inFlight < limiter.limit) {
+          const startedAt = sim.now;
+          inFlight += 1;
+          const sentWith = inFlight;
+          const limit = limiter.limit;
+          const done = () => {
+            inFlight -= 1;
+            limiter.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit });
+            sim.after(0, pump);
+          };
+          account();
+          if (running < slots) serve(done);
+          else queue.push(done);
+        }
+      };
+      sim.after(0, pump);
+      sim.runUntil(60_000);
+      return { limit: limiter.limit, meanQueued: queuedArea / 30_000 };
+    };
+    for (let seed = 1; seed <= 20; seed++) {
+      const { limit, meanQueued } = settle(seed);
+      expect(limit).toBeGreaterThanOrEqual(30);
+      expect(limit).toBeLessThanOrEqual(32);
+      expect(meanQueued).toBeLessThan(0.5);
+    }
+  });
+
   it('probes above an engine’s capacity less and less often while it stays put, and at once again after it changes', () => {
     const engine = { slots: 32 };
     const latencyAt = (inFlight: number) => 100 * Math.max(1, inFlight / engine.slots);
@@ -130,9 +186,32 @@ describe('adaptive concurrency', () => {
       const seen = drive(limiter, clock, 8_000, latencyAt);
       return seen.filter((limit, index) => index > 0 && limit > 32 && seen[index - 1]! <= 32).length;
     };
-    // Slow start, then probes until one confirms what the last found, then the longest hold.
-    expect(probes(true)).toBeLessThanOrEqual(3);
+    // Slow start, then no probe for minutes.
+    expect(probes(true)).toBeLessThanOrEqual(1);
     expect(probes(true)).toBeLessThan(probes(false));
+  });
+
+  it('with interactive traffic, probes above what the last probe found once in `interactiveProbeGapMs`, and regrows below it freely', () => {
+    const engine = { slots: 32 };
+    const latencyAt = (inFlight: number) => 100 * Math.max(1, inFlight / engine.slots);
+    const limiter = new AdaptiveConcurrency({ ceiling: 128, interactiveProbeGapMs: 60_000 });
+    limiter.interactiveTraffic(true);
+    const clock = { t: 0 };
+    const probeStarts: number[] = [];
+    let previous = limiter.limit;
+    // Ten simulated minutes: slow start, then a probe a minute at most.
+    while (clock.t < 600_000) {
+      drive(limiter, clock, 1, latencyAt);
+      if (limiter.limit > engine.slots && previous <= engine.slots) probeStarts.push(clock.t);
+      previous = limiter.limit;
+    }
+    expect(probeStarts.length).toBeGreaterThanOrEqual(2);
+    expect(probeStarts.length).toBeLessThanOrEqual(11);
+    for (let i = 2; i < probeStarts.length; i++) expect(probeStarts[i]! - probeStarts[i - 1]!).toBeGreaterThanOrEqual(60_000);
+    // The engine doubles: the next probe finds it, within the gap and a little.
+    engine.slots = 64;
+    const seen = drive(limiter, clock, 60_000, latencyAt);
+    expect(Math.max(...seen.slice(-1000))).toBeGreaterThanOrEqual(60);
   });
 
   it('a rise at what the engine already served is not its own queue: a stall passes, a lasting rise goes to what the engine serves now', () => {

@@ -152,9 +152,27 @@ describe('exchanges with a server in this process', () => {
     // The interactive request is not held behind the batch ones (the scheduler lets it past the
     // learned limit); the batch ones go one at a time, each as the one before it ends.
     expect(arrived).toEqual(['first', 'urgent', 'second', 'third']);
-    expect(responses.slice(0, 3).map((response) => response.sent?.inFlight)).toEqual([1, 1, 1]);
-    expect(responses[2]!.sent!.at).toBeGreaterThan(responses[1]!.sent!.at);
+    // One batch request at a time: each went out once the one before it had been answered.
+    expect(responses[1]!.sent!.at).toBeGreaterThanOrEqual(responses[0]!.sent!.at + 140);
+    expect(responses[2]!.sent!.at).toBeGreaterThanOrEqual(responses[1]!.sent!.at + 140);
     expect(responses[3]!.sent!.at).toBeLessThan(responses[1]!.sent!.at);
+  });
+
+  it('counts only the requests that came through the gate against its limit: an interactive request in flight does not hold batch ones back', async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    const send = (marker: string, serviceClass: 'batch' | 'interactive', delayMs: number) =>
+      replica.send({ endpoint: '/v1/ordered', body: { marker, delayMs }, serviceClass }, undefined, serviceClass === 'batch' ? { limit: 1 } : undefined);
+    arrived.length = 0;
+    // The limit is the slots batch work may use; the interactive request runs in the slot kept free beside them.
+    const interactive = send('interactive', 'interactive', 400);
+    const first = send('first', 'batch', 150);
+    const second = send('second', 'batch', 150);
+    const [interactiveAnswer, firstAnswer, secondAnswer] = await Promise.all([interactive, first, second]);
+    expect(arrived).toEqual(['interactive', 'first', 'second']);
+    expect(firstAnswer.sent!.inFlight).toBe(2);
+    // The first batch request went out while the interactive one ran; the second waited for the first.
+    expect(firstAnswer.sent!.at).toBeLessThan(interactiveAnswer.sent!.at + 100);
+    expect(secondAnswer.sent!.at).toBeGreaterThanOrEqual(firstAnswer.sent!.at + 100);
   });
 
   it('does not send a held request whose withdraw() turns true; the one already sent goes on', async () => {

@@ -27,6 +27,12 @@ export interface AdaptiveConcurrencySettings {
   readonly persistence?: number;
   /** Windows it holds after a cut before growing again: [first, most] (doubling while the engine's capacity stays put). */
   readonly holdWindows?: readonly [number, number];
+  /**
+   * While interactive requests are being served, the least time between probes above what the
+   * last probe found (ms): a probe queues batch work inside the engine for a second or so, and an
+   * interactive request arriving then waits behind it.
+   */
+  readonly interactiveProbeGapMs?: number;
   /** KV-cache usage (0–1) at which it stops growing. */
   readonly kvUsageHigh?: number;
   /** Engine load metrics older than this are ignored. */
@@ -105,10 +111,16 @@ interface WindowSummary {
  *   overshoot. At or below that level, crowding is another client of the engine or a stall of
  *   either host: after `persistence` windows in a row, down to the most any of them saw the
  *   engine serve (a stall inflates some windows, another client all).
+ * - The first window at the level a probe's cut left may trim it once more: there the engine's
+ *   queue is steady, so a rise beyond noise (even below the tolerance) is requests waiting
+ *   inside it, and the limit goes to what the engine served (settle()).
  * - After a probe it holds before the next: a probe queues requests inside the engine for a few
  *   round trips, and in an engine serving in arrival order an interactive request arriving then
  *   waits behind them. The hold doubles while probes end where the last one did, and is the
- *   longest at once while interactive requests are being served (interactiveTraffic()).
+ *   longest at once while interactive requests are being served (interactiveTraffic()); then,
+ *   too, growth past where the last probe ended waits `interactiveProbeGapMs` after it (a probe
+ *   costs the interactive requests of about a second their latency; the engine's capacity is
+ *   found again within minutes, and at once after slow start).
  *   Regrowth to the level last measured is not a probe and does not wait.
  * - Otherwise, when the limit was in use (≥ 90% of it in flight or kept free for interactive
  *   requests), grow: +1 per answer until the first cut (doubling per round trip, like slow
@@ -135,6 +147,12 @@ export class AdaptiveConcurrency {
   /** The limit the cut that ended the previous probe left. */
   private lastCutTo: number | undefined;
   private interactiveRecent = false;
+  /** Where the last probe's cut left the limit, and when. */
+  private probeLevel: number | undefined;
+  private probeEndedAt = Number.NEGATIVE_INFINITY;
+  /** A probe's cut was made: the first window at the new level may still trim it (settle()). */
+  private settling = false;
+  private readonly interactiveProbeGapMs: number;
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
   private readonly tolerance: number;
@@ -167,6 +185,7 @@ export class AdaptiveConcurrency {
     this.maxHoldWindows = settings.holdWindows?.[1] ?? 128;
     this.holdWindows = this.minHoldWindows;
     this.kvUsageHigh = settings.kvUsageHigh ?? 0.95;
+    this.interactiveProbeGapMs = settings.interactiveProbeGapMs ?? 300_000;
     this.loadStaleMs = settings.loadStaleMs ?? 15_000;
   }
 
@@ -211,6 +230,10 @@ export class AdaptiveConcurrency {
       }
       this.crowdedWindows = 0;
       this.servedWhileCrowded = 0;
+      if (this.settling && floor && load === undefined && window.inFlight >= 0.9 * this.limit) {
+        this.settling = false;
+        if (this.settle(window, floor, completedAt)) return;
+      }
       this.remember(window);
     }
     // No growth before the floor is known (it must be measured at the small starting limit), nor
@@ -218,6 +241,7 @@ export class AdaptiveConcurrency {
     if (!this.floor() || crowded) return;
     // Regrowth to what the engine was last measured to serve is safe; beyond it is a probe.
     if (this.holdLeft > 0 && this.limit + 1 > this.measured()) return;
+    if (this.interactiveRecent && this.probeLevel !== undefined && this.limit + 1 > this.probeLevel && completedAt - this.probeEndedAt < this.interactiveProbeGapMs) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
     if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * (result.limit ?? this.limit))) return;
     this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
@@ -294,6 +318,28 @@ export class AdaptiveConcurrency {
   }
 
   /**
+   * The first uncrowded window after a probe's cut, at the new level. A probe's cut reads what
+   * the engine served off windows in which the queue it made was draining, and lands a request
+   * or two either side of the engine's slots; a few requests too many then queue inside the
+   * engine for good, below the tolerance (on 32 slots, 2 queued is a 6% rise), and an
+   * interactive request arriving waits behind them. At the new level the engine's queue is
+   * steady: any rise beyond noise is that queue, and Little's law says what the engine serves.
+   * Trims the limit to it (true) or leaves it (false).
+   */
+  private settle(window: WindowSummary, floor: WindowSummary, completedAt: number): boolean {
+    const uncrowded = this.uncrowded(floor);
+    const risen = window.mean > uncrowded + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+    const serving = Math.round((window.inFlight * uncrowded) / window.mean);
+    if (!risen || serving >= this.limit) return false;
+    this.estimate = Math.max(1, serving);
+    this.lastCutTo = Math.floor(this.estimate);
+    this.probeLevel = this.lastCutTo;
+    this.lastCutAt = completedAt;
+    this.window = new LatencyWindow();
+    return true;
+  }
+
+  /**
    * What the engine was last measured to serve: the limit the last probe's cut left; before the
    * first, the most in flight among recent uncrowded windows (slow start has served that much).
    */
@@ -326,6 +372,9 @@ export class AdaptiveConcurrency {
       this.holdWindows = !confirmed ? this.minHoldWindows : this.interactiveRecent ? this.maxHoldWindows : Math.min(this.maxHoldWindows, 2 * this.holdWindows);
       this.holdLeft = this.holdWindows;
       this.lastCutTo = Math.floor(this.estimate);
+      this.probeLevel = this.lastCutTo;
+      this.probeEndedAt = completedAt;
+      this.settling = true;
     } else if (kind === 'known') {
       this.lastCutTo = Math.min(this.lastCutTo ?? Number.POSITIVE_INFINITY, Math.floor(this.estimate));
       this.holdLeft = Math.min(this.holdLeft, this.minHoldWindows);

@@ -121,7 +121,10 @@ export class ReplicaPool implements InferenceEngine {
         const resolved = this.images ? await this.images.resolve(request.body) : request.body;
         const priority = member.replica.priorityFields({ serviceClass: request.serviceClass ?? 'interactive', ...(request.deadline !== undefined ? { deadline: request.deadline } : {}) }, startedAt);
         const body = priority ? { ...resolved, ...priority } : resolved;
-        const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta, ahead > 0 ? { limit } : undefined);
+        // Held requests go out within the slots batch work may use: the limit less the interactive
+        // reserve, which interactive requests (never held) find free.
+        const gate = ahead > 0 ? { limit: Math.max(1, limit - Math.ceil(reserved - 1e-9)) } : undefined;
+        const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta, gate);
         answered = true;
         engineLatencyMs = response.engineLatencyMs;
         sent = response.sent;

@@ -53,10 +53,12 @@ export interface Replica {
    */
   readonly weightsInProcess: boolean;
   /**
-   * true: send() may be given more requests than `ahead.limit`; the replica holds the extra ones
-   * and sends each as soon as one of its running requests ends, without the main event loop
-   * (HttpReplica: in the engine I/O thread). A held request whose `withdraw()` turns true is not
-   * sent (RequestWithdrawnError).
+   * true: send() may be given more requests than `ahead.limit` (the slots work that can wait may
+   * use: the learned limit less the interactive reserve); the replica holds the extra ones and
+   * sends each as soon as one of those ends, without the main event loop (HttpReplica: in the
+   * engine I/O thread). Requests sent without `ahead` (interactive ones) go out at once and do
+   * not count against it. A held request whose `withdraw()` turns true is not sent
+   * (RequestWithdrawnError).
    */
   readonly holdsRequests: boolean;
   /** Throws when there is no answer at all (connection refused, timeout). */
