@@ -90,6 +90,11 @@ export class WorkConsumer {
     }
   }
 
+  /** How many of its topic's partitions this process holds now; undefined where one process holds them all. */
+  partitionsHeld(): number | undefined {
+    return this.consumer?.partitionsHeld?.(WORK_TOPICS[this.deps.kind]);
+  }
+
   get kind(): ProcessorKind {
     return this.deps.kind;
   }

@@ -109,4 +109,34 @@ describe('interactive headroom (Little’s law)', () => {
     headroom.arrived(5_000);
     expect(headroom.slots(5_000)).toBe(1);
   });
+
+  it('counts the interactive load other processes report (its part of it) while the report is fresh, each source once', () => {
+    const headroom = new InteractiveHeadroom({ ...settings, remoteFreshMs: 5_000 });
+    // Half of an API's 2 requests in service (two inference processors share its reserve), from two API processes.
+    headroom.observeRemote('api-a', 1, 1_000);
+    headroom.observeRemote('api-b', 1, 1_000);
+    // A newer report from the same source replaces the older one.
+    headroom.observeRemote('api-a', 1, 2_000);
+    expect(headroom.load(2_000)).toBeCloseTo(2, 5);
+    // ⌈2 + 2·√2⌉ = 5, as if the requests were seen here.
+    expect(headroom.slots(2_000)).toBe(5);
+    expect(headroom.reserve(2_000, 64)).toBe(5);
+    // This process saw none of them itself: nothing to report on.
+    expect(headroom.estimate(2_000)).toBeUndefined();
+    // Reports stop: after remoteFreshMs they say nothing, and no slot is kept.
+    expect(headroom.load(7_500)).toBeCloseTo(0, 5);
+    expect(headroom.slots(7_500)).toBe(0);
+  });
+
+  it('estimates its own traffic for other processes: arrivals per second and mean time in service', () => {
+    const headroom = new InteractiveHeadroom(settings);
+    for (let t = 0; t <= 60_000; t += 100) {
+      headroom.arrived(t);
+      headroom.served(t, 150);
+    }
+    const estimate = headroom.estimate(60_000)!;
+    expect(estimate.arrivalsPerSecond).toBeCloseTo(10, 0);
+    expect(estimate.latencyMs).toBeCloseTo(150, 5);
+    expect(headroom.estimate(60_000 + settings.idleAfterMs + 1)).toBeUndefined();
+  });
 });

@@ -144,6 +144,7 @@ describe('the fleet scheduler on Kafka, processes, the priority-scheduling simul
   let simulator: Simulator;
   let client: OpenAI;
   let apiUrl: string;
+  let inferenceUrl: string;
   const children: ChildProcess[] = [];
 
   beforeAll(async () => {
@@ -184,6 +185,7 @@ describe('the fleet scheduler on Kafka, processes, the priority-scheduling simul
     }
     for (const url of urls) await waitUntilReady(url, 60_000);
     apiUrl = urls[0]!;
+    inferenceUrl = urls[3]!;
     client = new OpenAI({ baseURL: `${apiUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   }, 120_000);
   afterAll(async () => {
@@ -199,4 +201,26 @@ describe('the fleet scheduler on Kafka, processes, the priority-scheduling simul
   it("a tight batch's lines start before the remaining lines of a loose batch created earlier", async () => {
     await tightOvertakesLoose(apiUrl, client, simulator, 'kafka-ii');
   }, 120_000);
+
+  it('the inference processor keeps slots free for the interactive load the API reports, though it never sees those requests', async () => {
+    const reserveOn = async (url: string) => {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      return Number(new RegExp(`^spool_scheduler_interactive_reserve\\{model="${MODEL}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    };
+    const answered: Array<Promise<void>> = [];
+    let sending = true;
+    const traffic = (async () => {
+      for (let index = 0; sending && index < 600; index++) {
+        answered.push(interactive(apiUrl, `kafka-iii-${index}`));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    try {
+      await until('the inference processor to keep a slot free for the API’s interactive requests', async () => (await reserveOn(inferenceUrl)) >= 1, 30_000);
+    } finally {
+      sending = false;
+      await traffic;
+      await Promise.all(answered);
+    }
+  }, 60_000);
 });

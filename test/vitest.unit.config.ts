@@ -13,6 +13,7 @@ export default defineConfig({
       'test/blob-store.local.test.ts',
       'test/message-log.embedded.test.ts',
       'test/work-consumer.test.ts',
+      'test/interactive-load-exchange.test.ts',
       // The fleet scheduler's pure modules and the processors' timer.
       'test/scheduler.test.ts',
       'test/adaptive-concurrency.test.ts',

@@ -9,6 +9,8 @@ export interface HeadroomSettings {
   readonly idleAfterMs: number;
   /** Of the capacity interactive traffic leaves idle (capacity − λW), others keep at least this share. */
   readonly leftoverShare: number;
+  /** Interactive load reported by other processes counts for this long after it was measured. */
+  readonly remoteFreshMs?: number;
 }
 
 export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000, leftoverShare: 0.95 };
@@ -29,6 +31,8 @@ export class InteractiveHeadroom {
   private readonly rate: DecayingRate;
   private readonly latency: DecayingMean;
   private lastArrival = Number.NEGATIVE_INFINITY;
+  /** Interactive load other processes serve on the same engines (this process's part of it), per source. */
+  private readonly remote = new Map<string, { load: number; at: number }>();
 
   constructor(readonly settings: HeadroomSettings = DEFAULT_HEADROOM) {
     this.rate = new DecayingRate(settings.timeConstantMs);
@@ -45,13 +49,39 @@ export class InteractiveHeadroom {
     if (latencyMs >= 0) this.latency.record(at, latencyMs);
   }
 
-  /** The mean number of interactive requests in service, λ·W. */
+  /**
+   * Interactive load another process serves on these engines, in requests in service (λ·W), of
+   * which this process is to keep slots for: on the Kafka shape the API serves /compat/v1 and the
+   * inference processors, which never see those requests, keep their share of the reserve.
+   * Each source's latest report replaces its previous one.
+   */
+  observeRemote(source: string, load: number, at: number): void {
+    if (load >= 0 && Number.isFinite(load)) this.remote.set(source, { load, at });
+  }
+
+  /** This process's own interactive traffic: arrivals per second and mean time in service; undefined while it has none. */
+  estimate(now: number): { arrivalsPerSecond: number; latencyMs: number } | undefined {
+    const latencyMs = this.latency.value(now);
+    if (now - this.lastArrival > this.settings.idleAfterMs || latencyMs === undefined) return undefined;
+    return { arrivalsPerSecond: this.rate.perSecond(now), latencyMs };
+  }
+
+  private remoteLoad(now: number): number {
+    let total = 0;
+    for (const [source, report] of this.remote) {
+      if (now - report.at > (this.settings.remoteFreshMs ?? 5_000)) this.remote.delete(source);
+      else total += report.load;
+    }
+    return total;
+  }
+
+  /** The mean number of interactive requests in service, λ·W: this process's and what others report. */
   load(now: number): number {
-    return (this.rate.perSecond(now) / 1000) * (this.latency.value(now) ?? 0);
+    return (this.rate.perSecond(now) / 1000) * (this.latency.value(now) ?? 0) + this.remoteLoad(now);
   }
 
   slots(now: number): number {
-    if (now - this.lastArrival > this.settings.idleAfterMs) return 0;
+    if (now - this.lastArrival > this.settings.idleAfterMs && this.remoteLoad(now) === 0) return 0;
     const load = this.load(now);
     return Math.max(1, Math.ceil(load + this.settings.spread * Math.sqrt(load) - 1e-9));
   }

@@ -91,6 +91,22 @@ export class ReplicaPool implements InferenceEngine {
     return { queued: this.scheduler.queued(), inFlight: this.scheduler.inFlight() };
   }
 
+  /** Interactive load another process serves on these replicas (this pool's part of it), in requests in service. */
+  observeRemoteInteractive(source: string, load: number): void {
+    this.scheduler.observeRemoteInteractive(source, load);
+    this.dispatch();
+  }
+
+  /** Slots batch and background work leave free for interactive requests now, across the replicas. */
+  interactiveReserve(): number {
+    return this.scheduler.reserve(this.capacities());
+  }
+
+  /** This pool's own interactive traffic (arrivals per second, mean ms in service); undefined while there is none. */
+  interactiveEstimate(): { arrivalsPerSecond: number; latencyMs: number } | undefined {
+    return this.scheduler.interactiveEstimate();
+  }
+
   /** Called after each engine request (each attempt), with how long the replica took. */
   onRequestDone(listener: (serviceClass: ServiceClass, seconds: number) => void): void {
     this.answeredListeners.push(listener);

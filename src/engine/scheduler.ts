@@ -165,6 +165,16 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(run.work.fairnessKey ?? '');
   }
 
+  /** Interactive load another process serves on these replicas (this scheduler's part of it), in requests in service. */
+  observeRemoteInteractive(source: string, load: number): void {
+    this.headroom.observeRemote(source, load, this.now());
+  }
+
+  /** This scheduler's own interactive traffic, for other processes to keep slots for; undefined while there is none. */
+  interactiveEstimate(): { arrivalsPerSecond: number; latencyMs: number } | undefined {
+    return this.headroom.estimate(this.now());
+  }
+
   /** Whether interactive requests have arrived lately (the reserve is kept for them). */
   interactiveRecent(): boolean {
     return this.headroom.slots(this.now()) > 0;

@@ -162,6 +162,8 @@ class KafkaGroupMember implements Consumer {
   private readonly handlers = new Set<Promise<void>>();
   private readonly batches = new Set<Promise<void>>();
   private memberId: string | undefined;
+  /** The partitions the latest join gave this member, by topic. */
+  private assignment: Readonly<Record<string, readonly number[]>> = {};
   /** kafkajs's heartbeat, taken from the latest batch: it stays valid once the batch returned. */
   private heartbeat: (() => Promise<void>) | undefined;
   /** The last heartbeat failed (a rebalance, mostly): a batch waiting for room hands it to kafkajs. */
@@ -215,6 +217,7 @@ class KafkaGroupMember implements Consumer {
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       const sameMember = payload.memberId === this.memberId;
       this.memberId = payload.memberId;
+      this.assignment = payload.memberAssignment;
       this.heartbeatFailure = undefined;
       this.revoke((held) => !sameMember || !(payload.memberAssignment[held.topic] ?? []).includes(held.partition));
     });
@@ -251,6 +254,10 @@ class KafkaGroupMember implements Consumer {
           .catch((error: unknown) => this.log.error({ err: error, group: this.options.groupId }, 'could not join the group again'));
       }, 1_000).unref();
     });
+  }
+
+  partitionsHeld(topic: string): number {
+    return this.assignment[topic]?.length ?? 0;
   }
 
   private revoke(taken: (held: HeldPartition) => boolean): void {

@@ -70,6 +70,11 @@ export interface Consumer {
    * still running go on, but their messages are not committed and will be delivered again.
    */
   abandon(): Promise<void>;
+  /**
+   * How many of `topic`'s partitions this member holds now; undefined where the log does not
+   * share partitions between members (the embedded log: one process holds them all).
+   */
+  partitionsHeld?(topic: string): number | undefined;
 }
 
 export interface MessageLog {

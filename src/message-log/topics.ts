@@ -8,6 +8,21 @@ import type { TopicSpec } from './message-log.js';
 /** The public topic downstream consumers subscribe to: every change in every batch's life. */
 export const BATCH_EVENTS_TOPIC = 'batch-events';
 
+/**
+ * Where API processes say how much interactive traffic they serve, per model, so that inference
+ * processors (which never see it) keep engine slots free for it. One partition: a handful of
+ * small messages a second.
+ */
+export const INTERACTIVE_LOAD_TOPIC = 'spool.fleet.interactive-load';
+
+export interface InteractiveLoadMessage {
+  model: string;
+  source: string;
+  arrivals_per_second: number;
+  latency_ms: number;
+  at: number;
+}
+
 /** Work topics, one per processor kind; each kind is one consumer group. */
 export const WORK_TOPICS = {
   validator: 'spool.batch.validate',
@@ -49,6 +64,7 @@ export function spoolTopics(partitions: number, inferencePartitions = partitions
     { topic: WORK_TOPICS.inference, partitions: inferencePartitions },
     { topic: WORK_TOPICS.finalizer, partitions },
     { topic: WORK_TOPICS.checkpoint, partitions },
+    { topic: INTERACTIVE_LOAD_TOPIC, partitions: 1 },
   ];
 }
 
@@ -64,6 +80,7 @@ const addFormats = ((addFormatsPlugin as unknown as { default?: AddFormats }).de
 export class MessageSchemas {
   private readonly work: ValidateFunction;
   private readonly batchEvent: ValidateFunction;
+  private readonly interactiveLoad: ValidateFunction;
 
   constructor(directory = join(schemasDir, 'messages')) {
     const ajv = new Ajv({ allErrors: true, strict: true });
@@ -71,6 +88,7 @@ export class MessageSchemas {
     const load = (name: string) => ajv.compile(JSON.parse(readFileSync(join(directory, name), 'utf8')) as object);
     this.work = load('work-message.v1.json');
     this.batchEvent = load('batch-event.v1.json');
+    this.interactiveLoad = load('interactive-load.v1.json');
   }
 
   encodeWork(message: WorkMessage): string {
@@ -93,6 +111,23 @@ export class MessageSchemas {
   encodeBatchEvent(message: BatchEventMessage): string {
     this.check(this.batchEvent, message, 'batch-events message');
     return JSON.stringify(message);
+  }
+
+  encodeInteractiveLoad(message: InteractiveLoadMessage): string {
+    this.check(this.interactiveLoad, message, 'interactive-load message');
+    return JSON.stringify(message);
+  }
+
+  /** Parses an interactive-load message; throws MessageSchemaError for anything else. */
+  decodeInteractiveLoad(text: string): InteractiveLoadMessage {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new MessageSchemaError('interactive-load message is not JSON');
+    }
+    this.check(this.interactiveLoad, value, 'interactive-load message');
+    return value as InteractiveLoadMessage;
   }
 
   private check(validate: ValidateFunction, value: unknown, what: string): void {

@@ -58,6 +58,9 @@ export function observeFleet(metrics: Metrics, fleet: Fleet): void {
     });
   metrics.readAtScrape('spool_engine_requests_in_flight', 'Engine requests sent and not answered yet', ['model', 'class'], byClass((load) => load.inFlight));
   metrics.readAtScrape('spool_scheduler_queue_depth', 'Requests waiting in the scheduler for an engine slot', ['model', 'class'], byClass((load) => load.queued));
+  metrics.readAtScrape('spool_scheduler_interactive_reserve', 'Engine slots batch work leaves free for interactive requests (their load here, or reported by the API on Kafka)', ['model'], () =>
+    pools.map(({ model, pool }) => ({ labels: { model }, value: pool.interactiveReserve() })),
+  );
   metrics.readAtScrape('spool_engine_concurrency_limit', "Each replica's learned concurrency limit", ['model', 'replica'], () =>
     pools.flatMap(({ model, pool }) => pool.state().map((replica, index) => ({ labels: { model, replica: model === '*' ? `engine-base-url-${index}` : replica.id }, value: replica.limit }))),
   );

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { BatchDeadlineWatch } from '../../processors/batch-deadline-watch.js';
@@ -9,6 +10,7 @@ import { BatchValidator } from '../../processors/batch-validator.js';
 import { BlobDebrisSweeper } from '../../processors/blob-debris-sweeper.js';
 import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../../processors/event-relay.js';
 import { FileExpirySweeper } from '../../processors/file-expiry-sweeper.js';
+import { InteractiveLoadListener, InteractiveLoadReporter } from '../../processors/interactive-load-exchange.js';
 import { WebhookDeliverer } from '../../processors/webhook-deliverer.js';
 import { WorkConsumer } from '../../processors/work-consumer.js';
 import { BlobReferences } from '../application/blob-references.js';
@@ -217,6 +219,8 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
     observeRelay(context.metrics, relay, eventStore);
   }
 
+  const { reporter, listener } = await wireInteractiveLoad(roles, context, schemas, consumers);
+
   let messagingStarted = false;
   return {
     consumers,
@@ -235,13 +239,56 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
       // Kafka's topics were made before the start went on; the embedded log's cannot fail.
       if (!config.kafka) await retryUntil(() => messageLog.ensureTopics(topics), stopped, logger, 'creating the topics');
       for (const consumer of consumers) await retryUntil(() => consumer.start(), stopped, logger, 'joining a consumer group');
+      if (listener) await retryUntil(() => listener.start(), stopped, logger, 'joining the interactive load reports');
       if (stopped()) return;
       relay?.start();
+      reporter?.start();
       for (const processor of processors) processor.start?.();
       messagingStarted = true;
     },
   };
 
+}
+
+/**
+ * On Kafka the API and the inference processors are different processes sending to the same
+ * engines: the API reports the interactive load it serves, and each inference processor keeps its
+ * part of the slots free for it. The embedded default runs both in one scheduler: nothing to say.
+ */
+async function wireInteractiveLoad(roles: ReadonlySet<Role>, { config, logger, adapters, parts, lifecycle }: WorkerContext, schemas: MessageSchemas, consumers: readonly WorkConsumer[]) {
+  if (!config.kafka) return { reporter: undefined, listener: undefined };
+  const source = `${hostname()}:${process.pid}`;
+  const { messageLog, topics } = adapters;
+  let reporter: InteractiveLoadReporter | undefined;
+  let listener: InteractiveLoadListener | undefined;
+  if (roles.has('api')) {
+    const { fleet } = await parts.fleet();
+    const started = new InteractiveLoadReporter({ messageLog, schemas, pools: () => fleet.allPools(), source, log: logger.child({ component: 'interactive-load' }) });
+    lifecycle.opened('the interactive load reports', () => started.stop());
+    reporter = started;
+  }
+  const inference = consumers.find((consumer) => consumer.kind === 'inference');
+  if (inference) {
+    const { fleet } = await parts.fleet();
+    const partitions = topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? 1;
+    const opened = new InteractiveLoadListener({
+      messageLog,
+      schemas,
+      poolFor: (model) => fleet.engineFor(model),
+      // Each inference processor runs the batch work of the partitions it holds: its part of the reserve.
+      share: () => {
+        const held = inference.partitionsHeld();
+        return held === undefined ? 1 : held / partitions;
+      },
+      source,
+      // Every process reads every report: a group of its own.
+      groupId: `spool-interactive-load-${source}`.replace(/[^A-Za-z0-9._-]/g, '-'),
+      log: logger.child({ component: 'interactive-load' }),
+    });
+    lifecycle.opened('the interactive load listener', () => opened.stop());
+    listener = opened;
+  }
+  return { reporter, listener };
 }
 
 /** The API's sweepers: expired files, and what crashes leave in the blob store. */
