@@ -17,6 +17,8 @@ const ROLES: Array<{ name: string; args: string[] }> = [
 export interface KafkaDeployment {
   readonly url: string;
   readonly apiPid: number;
+  /** Each process's URL (its /ready and /metrics), by role name. */
+  readonly urls: Readonly<Record<string, string>>;
   /** Work messages handled by each inference processor. */
   inferenceHandled(): Promise<number[]>;
   /** Peak RSS of every process, MiB. */
@@ -63,6 +65,7 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
   return {
     url: children.get('api')!.url,
     apiPid: children.get('api')!.child.pid!,
+    urls: Object.fromEntries([...children].map(([name, { url }]) => [name, url])),
     inferenceHandled: async () => Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.handled ?? 0)),
     peakRss: () => Object.fromEntries([...children].map(([name, { child }]) => [name, peakRssMiB(child.pid!)])),
     stop: stopAll,
