@@ -158,7 +158,7 @@ describe('exchanges with a server in this process', () => {
     expect(responses[3]!.sent!.at).toBeLessThan(responses[1]!.sent!.at);
   });
 
-  it('counts only the requests that came through the gate against its limit: an interactive request in flight does not hold batch ones back', async () => {
+  it('counts only batch requests against the gate’s limit: an interactive request in flight does not hold batch ones back', async () => {
     const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
     const send = (marker: string, serviceClass: 'batch' | 'interactive', delayMs: number) =>
       replica.send({ endpoint: '/v1/ordered', body: { marker, delayMs }, serviceClass }, undefined, serviceClass === 'batch' ? { limit: 1 } : undefined);
@@ -173,6 +173,18 @@ describe('exchanges with a server in this process', () => {
     // The first batch request went out while the interactive one ran; the second waited for the first.
     expect(firstAnswer.sent!.at).toBeLessThan(interactiveAnswer.sent!.at + 100);
     expect(secondAnswer.sent!.at).toBeGreaterThanOrEqual(firstAnswer.sent!.at + 100);
+  });
+
+  it('counts a batch request sent without the gate (nothing held ahead yet) against the limit of the ones that come through it', async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    arrived.length = 0;
+    const first = replica.send({ endpoint: '/v1/ordered', body: { marker: 'ungated', delayMs: 200 }, serviceClass: 'batch' });
+    const second = replica.send({ endpoint: '/v1/ordered', body: { marker: 'gated', delayMs: 50 }, serviceClass: 'batch' }, undefined, { limit: 1 });
+    const [firstAnswer, secondAnswer] = await Promise.all([first, second]);
+    expect(arrived).toEqual(['ungated', 'gated']);
+    // Held until the first ended: the engine never had two batch requests at once.
+    expect(secondAnswer.sent!.at).toBeGreaterThanOrEqual(firstAnswer.sent!.at + 190);
+    expect(secondAnswer.sent!.inFlight).toBe(1);
   });
 
   it('does not send a held request whose withdraw() turns true; the one already sent goes on', async () => {

@@ -21,12 +21,17 @@ export interface ExchangeRequest {
   /** From the time it is sent (not while it is held). */
   readonly timeoutMs: number;
   /**
-   * At most `limit` gated exchanges of the same agent run at once; the others are held here,
-   * urgent ones first, and each is sent as soon as a running one ends, without waiting for the
-   * main loop. Exchanges without a gate (interactive requests) go out at once and do not count:
-   * the limit is what work that can wait may use, the rest of the engine's slots are kept for them.
+   * At most `limit` counted exchanges of the same agent run at once; gated ones beyond it are
+   * held here, urgent ones first, and each is sent as soon as a counted one ends, without waiting
+   * for the main loop. Exchanges without a gate go out at once.
    */
   readonly gate: { readonly limit: number; readonly urgent: boolean } | undefined;
+  /**
+   * Work that can wait (batch lines), gated or not: it counts against the gate's limit.
+   * Interactive requests do not: the limit is what such work may use, and the rest of the
+   * engine's slots are kept free for them.
+   */
+  readonly counted: boolean;
 }
 
 /** The caller gave up on an exchange: it is stopped (or never sent), and nothing is answered for it. */
@@ -80,10 +85,10 @@ const targets = new Map<string, { origin: string; path: string }>();
 /** Exchanges under way or held, so that an abort from the caller finds them. */
 const exchanges = new Map<number, Exchange>();
 
-/** Per agent: its exchanges running (all, and those that came through the gate), the gate's latest limit, and those held until one ends. */
+/** Per agent: its exchanges running (all, and those counted against the gate), the gate's latest limit, and those held until one ends. */
 interface Gate {
   running: number;
-  gatedRunning: number;
+  countedRunning: number;
   limit: number | undefined;
   readonly held: Exchange[];
 }
@@ -92,7 +97,7 @@ const gates = new Map<string, Gate>();
 function gateOf(agent: string): Gate {
   let gate = gates.get(agent);
   if (!gate) {
-    gate = { running: 0, gatedRunning: 0, limit: undefined, held: [] };
+    gate = { running: 0, countedRunning: 0, limit: undefined, held: [] };
     gates.set(agent, gate);
   }
   return gate;
@@ -100,7 +105,7 @@ function gateOf(agent: string): Gate {
 
 /** Sends held exchanges while the gate has room. */
 function release(gate: Gate): void {
-  while (gate.held.length > 0 && (gate.limit === undefined || gate.gatedRunning < gate.limit)) gate.held.shift()!.start();
+  while (gate.held.length > 0 && (gate.limit === undefined || gate.countedRunning < gate.limit)) gate.held.shift()!.start();
 }
 
 // Answers that complete in the same turn of this loop go back as one message.
@@ -163,7 +168,7 @@ class Exchange {
     this.gate = gateOf(request.agent);
     if (request.gate) this.gate.limit = request.gate.limit;
     const { limit } = this.gate;
-    if (!request.gate || limit === undefined || (this.gate.gatedRunning < limit && this.gate.held.length === 0)) this.start();
+    if (!request.gate || limit === undefined || (this.gate.countedRunning < limit && this.gate.held.length === 0)) this.start();
     else if (request.gate.urgent) this.gate.held.unshift(this);
     else this.gate.held.push(this);
   }
@@ -175,7 +180,7 @@ class Exchange {
   start(): void {
     const { request } = this;
     this.gate.running += 1;
-    if (request.gate) this.gate.gatedRunning += 1;
+    if (request.counted) this.gate.countedRunning += 1;
     this.sent = { at: performance.timeOrigin + performance.now(), inFlight: this.gate.running, limit: request.gate ? this.gate.limit : undefined };
     this.timer = setTimeout(() => {
       const error = new Error(`no answer within ${request.timeoutMs} ms`);
@@ -216,7 +221,7 @@ class Exchange {
       if (at >= 0) this.gate.held.splice(at, 1);
     } else {
       this.gate.running -= 1;
-      if (this.request.gate) this.gate.gatedRunning -= 1;
+      if (this.request.counted) this.gate.countedRunning -= 1;
       release(this.gate);
     }
   }

@@ -14,6 +14,11 @@ export interface ExchangeOptions {
    * as one ends; urgent ones are sent first.
    */
   readonly gate?: { readonly limit: number; readonly urgent: boolean } | undefined;
+  /**
+   * Work that can wait (batch, background): counted against the agent's gate whether or not it
+   * came through it; interactive requests are not.
+   */
+  readonly counted?: boolean | undefined;
   /** For a held exchange: true once it should not be sent after all (it then rejects with RequestWithdrawnError). */
   readonly withdraw?: (() => boolean) | undefined;
 }
@@ -79,7 +84,7 @@ export class EngineIo {
       this.pending.set(id, { resolve, reject, signal, onAbort, withdraw });
       if (this.pending.size === 1) this.thread().ref();
       if (withdraw) this.withdrawals ??= setInterval(() => this.checkWithdrawals(), WITHDRAW_CHECK_MS).unref();
-      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate });
+      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined });
     });
   }
 

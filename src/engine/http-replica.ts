@@ -79,6 +79,8 @@ export class HttpReplica implements Replica {
       // Interactive requests are never held: the scheduler lets them past the learned limit (up
       // to ENGINE_CONCURRENCY), and they go out at once.
       gate: ahead && (request.serviceClass ?? 'interactive') !== 'interactive' ? { limit: ahead.limit, urgent: false } : undefined,
+      // Batch lines sent at once (nothing held ahead yet) still fill the slots held ones wait for.
+      counted: (request.serviceClass ?? 'interactive') !== 'interactive',
       withdraw: request.withdraw,
     });
     let parsed: unknown = answer.text;
