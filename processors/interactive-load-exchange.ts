@@ -6,7 +6,7 @@ import { RepeatingTask } from './repeating-task.js';
 /** A model's replicas as the exchange sees them (ReplicaPool). */
 export interface InteractivePool {
   interactiveEstimate(): { arrivalsPerSecond: number; latencyMs: number } | undefined;
-  observeRemoteInteractive(source: string, load: number): void;
+  observeRemoteInteractive(source: string, load: number, share: number): void;
 }
 
 /** How often an API process reports its interactive load: the inference processors' reserve follows it within about this. */
@@ -59,8 +59,8 @@ export class InteractiveLoadReporter {
 
 /**
  * Reads every API process's interactive load reports and has each model's scheduler keep this
- * process's part of the slots free for it: the share of the inference partitions it holds (two
- * inference processors holding half each keep half the reserve each). Every process reads every
+ * process's part of the fleet's reserve free for it: the share of the inference partitions it
+ * holds (two inference processors holding half each keep half the reserve each). Every process reads every
  * report, so each joins a consumer group of its own.
  */
 export class InteractiveLoadListener {
@@ -102,7 +102,7 @@ export class InteractiveLoadListener {
       if (!pool) return;
       // Little's law: requests in service = arrivals per second × seconds in service.
       const load = (report.arrivals_per_second * report.latency_ms) / 1000;
-      pool.observeRemoteInteractive(report.source, load * this.deps.share());
+      pool.observeRemoteInteractive(report.source, load, this.deps.share());
       this.applied += 1;
     });
   }

@@ -110,9 +110,9 @@ describe('interactive headroom (Little’s law)', () => {
     expect(headroom.slots(5_000)).toBe(1);
   });
 
-  it('counts the interactive load other processes report (its part of it) while the report is fresh, each source once', () => {
+  it('counts the interactive load other processes report while the report is fresh, each source once', () => {
     const headroom = new InteractiveHeadroom({ ...settings, remoteFreshMs: 5_000 });
-    // Half of an API's 2 requests in service (two inference processors share its reserve), from two API processes.
+    // Two API processes, one request in service each.
     headroom.observeRemote('api-a', 1, 1_000);
     headroom.observeRemote('api-b', 1, 1_000);
     // A newer report from the same source replaces the older one.
@@ -126,6 +126,18 @@ describe('interactive headroom (Little’s law)', () => {
     // Reports stop: after remoteFreshMs they say nothing, and no slot is kept.
     expect(headroom.load(7_500)).toBeCloseTo(0, 5);
     expect(headroom.slots(7_500)).toBe(0);
+  });
+
+  it('keeps its share of the fleet’s reserve, not a reserve of its own for its share of the load', () => {
+    const headroom = new InteractiveHeadroom({ timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.95 });
+    // An API serves 2 requests in service; two inference processors of 20 slots each hold half the work.
+    headroom.observeRemote('api', 2, 1_000, 0.5);
+    // The fleet: ⌈2 + 2·√2⌉ = 5 wanted, capped to 40 − ⌈0.95 · 38⌉ = 3 (batches keep 95% of the rest); half of it, rounded.
+    expect(headroom.reserve(1_000, 20)).toBe(2);
+    // Alone with the same share of the load (1 in service on 20 slots), the cap leaves 20 − ⌈0.95 · 19⌉ = 1.
+    const alone = new InteractiveHeadroom({ timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.95 });
+    alone.observeRemote('api', 1, 1_000);
+    expect(alone.reserve(1_000, 20)).toBe(1);
   });
 
   it('estimates its own traffic for other processes: arrivals per second and mean time in service', () => {

@@ -5,13 +5,13 @@ import { INTERACTIVE_LOAD_TOPIC, MessageSchemas } from '../src/message-log/topic
 
 /** A model's pool as the exchange sees it: what it serves itself, and what it is told of others. */
 class RecordingPool implements InteractivePool {
-  readonly told: Array<{ source: string; load: number }> = [];
+  readonly told: Array<{ source: string; load: number; share: number }> = [];
   constructor(private readonly own: { arrivalsPerSecond: number; latencyMs: number } | undefined) {}
   interactiveEstimate() {
     return this.own;
   }
-  observeRemoteInteractive(source: string, load: number): void {
-    this.told.push({ source, load });
+  observeRemoteInteractive(source: string, load: number, share: number): void {
+    this.told.push({ source, load, share });
   }
 }
 
@@ -61,8 +61,8 @@ describe('interactive load between processes (over the message log)', () => {
       const deadline = Date.now() + 5_000;
       while (listener.applied < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
       await new Promise((resolve) => setTimeout(resolve, 100));
-      // 20/s × 0.1 s = 2 requests in service; half of that is this processor's to keep free.
-      expect(busy.told).toEqual([{ source: 'api-host:1', load: 1 }]);
+      // 20/s × 0.1 s = 2 requests in service, of whose reserve this processor keeps half.
+      expect(busy.told).toEqual([{ source: 'api-host:1', load: 2, share: 0.5 }]);
       expect(idle.told).toEqual([]);
       expect(listener.applied).toBe(1);
     } finally {

@@ -31,8 +31,10 @@ export class InteractiveHeadroom {
   private readonly rate: DecayingRate;
   private readonly latency: DecayingMean;
   private lastArrival = Number.NEGATIVE_INFINITY;
-  /** Interactive load other processes serve on the same engines (this process's part of it), per source. */
+  /** Interactive load other processes serve on the same engines, per source. */
   private readonly remote = new Map<string, { load: number; at: number }>();
+  /** This process's part of the fleet's batch work, as the last report came with it. */
+  private fleetShare = 1;
 
   constructor(readonly settings: HeadroomSettings = DEFAULT_HEADROOM) {
     this.rate = new DecayingRate(settings.timeConstantMs);
@@ -50,13 +52,15 @@ export class InteractiveHeadroom {
   }
 
   /**
-   * Interactive load another process serves on these engines, in requests in service (λ·W), of
-   * which this process is to keep slots for: on the Kafka shape the API serves /compat/v1 and the
-   * inference processors, which never see those requests, keep their share of the reserve.
-   * Each source's latest report replaces its previous one.
+   * Interactive load another process serves on these engines, in requests in service (λ·W): on
+   * the Kafka shape the API serves /compat/v1, and the inference processors, which never see
+   * those requests, each keep `share` of the reserve the whole fleet needs for them (share: the
+   * part of the batch work this process runs). Each source's latest report replaces its previous one.
    */
-  observeRemote(source: string, load: number, at: number): void {
-    if (load >= 0 && Number.isFinite(load)) this.remote.set(source, { load, at });
+  observeRemote(source: string, load: number, at: number, share = 1): void {
+    if (!(load >= 0 && Number.isFinite(load))) return;
+    this.remote.set(source, { load, at });
+    if (share > 0 && share <= 1) this.fleetShare = share;
   }
 
   /** This process's own interactive traffic: arrivals per second and mean time in service; undefined while it has none. */
@@ -94,7 +98,13 @@ export class InteractiveHeadroom {
    */
   reserve(now: number, capacity: number): number {
     if (capacity <= 0) return 0;
-    const kept = Math.ceil(this.settings.leftoverShare * Math.max(0, capacity - this.load(now)) - 1e-9);
-    return Math.max(0, Math.min(this.slots(now), capacity - kept));
+    // With reports from other processes, the margin is the fleet's, of which this process keeps
+    // its share: per process it would round to almost nothing (two processors of 20 slots each
+    // keep 1 for a load of 2 between them, the fleet 3 of its 40).
+    const share = this.remoteLoad(now) > 0 ? this.fleetShare : 1;
+    const fleetCapacity = capacity / share;
+    const kept = Math.ceil(this.settings.leftoverShare * Math.max(0, fleetCapacity - this.load(now)) - 1e-9);
+    const fleetReserve = Math.max(0, Math.min(this.slots(now), fleetCapacity - kept));
+    return share === 1 ? fleetReserve : Math.min(capacity, Math.round(fleetReserve * share));
   }
 }

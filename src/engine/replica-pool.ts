@@ -91,9 +91,9 @@ export class ReplicaPool implements InferenceEngine {
     return { queued: this.scheduler.queued(), inFlight: this.scheduler.inFlight() };
   }
 
-  /** Interactive load another process serves on these replicas (this pool's part of it), in requests in service. */
-  observeRemoteInteractive(source: string, load: number): void {
-    this.scheduler.observeRemoteInteractive(source, load);
+  /** Interactive load another process serves on these replicas, in requests in service, and this process's share of the fleet's batch work. */
+  observeRemoteInteractive(source: string, load: number, share = 1): void {
+    this.scheduler.observeRemoteInteractive(source, load, share);
     this.dispatch();
   }
 

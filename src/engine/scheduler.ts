@@ -165,9 +165,9 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(run.work.fairnessKey ?? '');
   }
 
-  /** Interactive load another process serves on these replicas (this scheduler's part of it), in requests in service. */
-  observeRemoteInteractive(source: string, load: number): void {
-    this.headroom.observeRemote(source, load, this.now());
+  /** Interactive load another process serves on these replicas, in requests in service, and this scheduler's share of the fleet's batch work. */
+  observeRemoteInteractive(source: string, load: number, share = 1): void {
+    this.headroom.observeRemote(source, load, this.now(), share);
   }
 
   /** This scheduler's own interactive traffic, for other processes to keep slots for; undefined while there is none. */
