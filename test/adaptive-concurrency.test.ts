@@ -25,6 +25,60 @@ function drive(limiter: AdaptiveConcurrency, clock: { t: number }, count: number
   return seen;
 }
 
+/**
+ * A saturated client against an engine of `slots` slots and 100 ms ± 2% per request, in simulated
+ * time: requests leave only when answered, so after a cut the excess drains while the windows
+ * that set the next limit are read (drive() above skips that transient). Returns the limit at the
+ * end, the highest it reached, and the mean queue inside the engine over the second half.
+ */
+function simulateEngine(seed: number, options: { interactive: boolean; slots: number; ceiling: number; untilMs: number }) {
+  const sim = new DiscreteEvents();
+  const random = seededRandom(seed);
+  const limiter = new AdaptiveConcurrency({ ceiling: options.ceiling });
+  limiter.interactiveTraffic(options.interactive);
+  let running = 0;
+  let inFlight = 0;
+  let highest = 0;
+  const queue: Array<() => void> = [];
+  const from = options.untilMs / 2;
+  let queuedArea = 0;
+  let lastChange = 0;
+  const account = () => {
+    if (sim.now > from) queuedArea += queue.length * (sim.now - Math.max(lastChange, from));
+    lastChange = sim.now;
+  };
+  const serve = (done: () => void) => {
+    running += 1;
+    sim.after(100 * (0.98 + 0.04 * random()), () => {
+      account();
+      running -= 1;
+      done();
+      const next = queue.shift();
+      if (next) serve(next);
+    });
+  };
+  const pump = () => {
+    highest = Math.max(highest, limiter.limit);
+    while (inFlight < limiter.limit) {
+      const startedAt = sim.now;
+      inFlight += 1;
+      const sentWith = inFlight;
+      const limit = limiter.limit;
+      const done = () => {
+        inFlight -= 1;
+        limiter.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit });
+        sim.after(0, pump);
+      };
+      account();
+      if (running < options.slots) serve(done);
+      else queue.push(done);
+    }
+  };
+  sim.after(0, pump);
+  sim.runUntil(options.untilMs);
+  return { limit: limiter.limit, highest, meanQueued: queuedArea / (options.untilMs - from) };
+}
+
 describe('adaptive concurrency', () => {
   it('grows while latency stays at its floor, up to the ceiling and never past it', () => {
     const limiter = new AdaptiveConcurrency({ ceiling: 32 });
@@ -105,58 +159,22 @@ describe('adaptive concurrency', () => {
   });
 
   it('after slow start far past an engine’s slots, settles at them, not a request or two above (which would queue inside the engine for good)', () => {
-    // Requests in flight leave only when answered: after a cut, the excess drains while the
-    // windows that set the next limit are read (drive() above skips that transient).
-    const settle = (seed: number) => {
-      const sim = new DiscreteEvents();
-      const random = seededRandom(seed);
-      const limiter = new AdaptiveConcurrency({ ceiling: 128 });
-      limiter.interactiveTraffic(true);
-      const slots = 32;
-      let running = 0;
-      let inFlight = 0;
-      const queue: Array<() => void> = [];
-      let queuedArea = 0;
-      let lastChange = 0;
-      const account = () => {
-        if (sim.now > 30_000) queuedArea += queue.length * (sim.now - Math.max(lastChange, 30_000));
-        lastChange = sim.now;
-      };
-      const serve = (done: () => void) => {
-        running += 1;
-        sim.after(100 * (0.98 + 0.04 * random()), () => {
-          account();
-          running -= 1;
-          done();
-          const next = queue.shift();
-          if (next) serve(next);
-        });
-      };
-      const pump = () => {
-        while (inFlight < limiter.limit) {
-          const startedAt = sim.now;
-          inFlight += 1;
-          const sentWith = inFlight;
-          const limit = limiter.limit;
-          const done = () => {
-            inFlight -= 1;
-            limiter.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit });
-            sim.after(0, pump);
-          };
-          account();
-          if (running < slots) serve(done);
-          else queue.push(done);
-        }
-      };
-      sim.after(0, pump);
-      sim.runUntil(60_000);
-      return { limit: limiter.limit, meanQueued: queuedArea / 30_000 };
-    };
     for (let seed = 1; seed <= 20; seed++) {
-      const { limit, meanQueued } = settle(seed);
+      const { limit, meanQueued } = simulateEngine(seed, { interactive: false, slots: 32, ceiling: 128, untilMs: 60_000 });
       expect(limit).toBeGreaterThanOrEqual(30);
       expect(limit).toBeLessThanOrEqual(32);
       expect(meanQueued).toBeLessThan(0.5);
+    }
+  });
+
+  it('while interactive requests are served, slow start grows by one per round trip: it overshoots the engine by a few requests, not by half', () => {
+    const highest = (interactive: boolean) => Math.max(...Array.from({ length: 10 }, (_, seed) => simulateEngine(seed + 1, { interactive, slots: 32, ceiling: 128, untilMs: 30_000 }).highest));
+    expect(highest(false)).toBeGreaterThan(44);
+    expect(highest(true)).toBeLessThanOrEqual(40);
+    for (let seed = 1; seed <= 10; seed++) {
+      const { limit } = simulateEngine(seed, { interactive: true, slots: 32, ceiling: 128, untilMs: 30_000 });
+      expect(limit).toBeGreaterThanOrEqual(29);
+      expect(limit).toBeLessThanOrEqual(32);
     }
   });
 

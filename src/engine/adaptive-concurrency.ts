@@ -124,7 +124,8 @@ interface WindowSummary {
  *   Regrowth to the level last measured is not a probe and does not wait.
  * - Otherwise, when the limit was in use (≥ 90% of it in flight or kept free for interactive
  *   requests), grow: +1 per answer until the first cut (doubling per round trip, like slow
- *   start), then +1 per round trip.
+ *   start; not while interactive requests are being served, whose latency its overshoot would
+ *   cost), then +1 per round trip.
  * - 429/503/timeouts: halve. At most one cut per window of requests sent after the previous cut:
  *   answers to requests sent before it describe the old limit, and are not evidence.
  * - Engine gauges, when scraped: requests waiting inside the engine cut it; a nearly full KV
@@ -244,7 +245,10 @@ export class AdaptiveConcurrency {
     if (this.interactiveRecent && this.probeLevel !== undefined && this.limit + 1 > this.probeLevel && completedAt - this.probeEndedAt < this.interactiveProbeGapMs) return;
     if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
     if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * (result.limit ?? this.limit))) return;
-    this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart ? 1 : 1 / this.estimate));
+    // Slow start doubles per round trip, and overshoots the engine's slots by up to half before a
+    // window shows it: the queue that makes inside the engine is paid for by interactive requests
+    // arriving meanwhile, so while there are any it grows by one per round trip from the start.
+    this.estimate = Math.min(this.ceiling, this.estimate + (this.slowStart && !this.interactiveRecent ? 1 : 1 / this.estimate));
   }
 
   /**
