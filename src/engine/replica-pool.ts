@@ -130,8 +130,6 @@ export class ReplicaPool implements InferenceEngine {
       let retryAfterMs: number | undefined;
       let engineLatencyMs: number | undefined;
       let sent: ReplicaResponse['sent'];
-      // The gate's limit is the learned limit less the reserve: what the limit was is that plus it.
-      const kept = Math.ceil(reserved - 1e-9);
       try {
         if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
         // Images are fetched only once the request holds a slot, and again on each attempt:
@@ -141,7 +139,7 @@ export class ReplicaPool implements InferenceEngine {
         const body = priority ? { ...resolved, ...priority } : resolved;
         // Held requests go out within the slots batch work may use: the limit less the interactive
         // reserve, which interactive requests (never held) find free.
-        const gate = ahead > 0 ? { limit: Math.max(1, limit - kept) } : undefined;
+        const gate = ahead > 0 ? { limit: Math.max(1, limit - Math.ceil(reserved - 1e-9)) } : undefined;
         const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta, gate);
         answered = true;
         engineLatencyMs = response.engineLatencyMs;
@@ -168,7 +166,7 @@ export class ReplicaPool implements InferenceEngine {
         // The engine's own latency where the replica measured it: the time an answer then waits
         // for this event loop (busy with other lines' work) is not the engine crowding. A request
         // the replica held counts from when it actually went out.
-        member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit !== undefined ? sent.limit + kept : limit });
+        member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit });
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }
