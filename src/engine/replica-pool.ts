@@ -166,6 +166,9 @@ export class ReplicaPool implements InferenceEngine {
         // The engine's own latency where the replica measured it: the time an answer then waits
         // for this event loop (busy with other lines' work) is not the engine crowding. A request
         // the replica held counts from when it actually went out.
+        // A held request's limit is its gate's (the learned limit less the reserve): the limit was in
+        // use when that much batch work ran. Judged against the whole limit instead, it grew less
+        // and interactive p99 beside a batch went from 1.01× to 1.45× (bench/FINDINGS.md).
         member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit });
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
