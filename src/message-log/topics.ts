@@ -92,42 +92,41 @@ export class MessageSchemas {
   }
 
   encodeWork(message: WorkMessage): string {
-    this.check(this.work, message, 'work message');
-    return JSON.stringify(message);
+    return this.encode(this.work, message, 'work message');
   }
 
   /** Parses a work message; throws MessageSchemaError for anything else. */
   decodeWork(text: string): WorkMessage {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      throw new MessageSchemaError('work message is not JSON');
-    }
-    this.check(this.work, value, 'work message');
-    return value as WorkMessage;
+    return this.decode(this.work, text, 'work message');
   }
 
   encodeBatchEvent(message: BatchEventMessage): string {
-    this.check(this.batchEvent, message, 'batch-events message');
-    return JSON.stringify(message);
+    return this.encode(this.batchEvent, message, 'batch-events message');
   }
 
   encodeInteractiveLoad(message: InteractiveLoadMessage): string {
-    this.check(this.interactiveLoad, message, 'interactive-load message');
-    return JSON.stringify(message);
+    return this.encode(this.interactiveLoad, message, 'interactive-load message');
   }
 
   /** Parses an interactive-load message; throws MessageSchemaError for anything else. */
   decodeInteractiveLoad(text: string): InteractiveLoadMessage {
+    return this.decode(this.interactiveLoad, text, 'interactive-load message');
+  }
+
+  private encode(validate: ValidateFunction, message: unknown, what: string): string {
+    this.check(validate, message, what);
+    return JSON.stringify(message);
+  }
+
+  private decode<T>(validate: ValidateFunction, text: string, what: string): T {
     let value: unknown;
     try {
       value = JSON.parse(text);
     } catch {
-      throw new MessageSchemaError('interactive-load message is not JSON');
+      throw new MessageSchemaError(`${what} is not JSON`);
     }
-    this.check(this.interactiveLoad, value, 'interactive-load message');
-    return value as InteractiveLoadMessage;
+    this.check(validate, value, what);
+    return value as T;
   }
 
   private check(validate: ValidateFunction, value: unknown, what: string): void {
