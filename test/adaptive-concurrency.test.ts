@@ -94,6 +94,13 @@ describe('adaptive concurrency', () => {
     expect(Math.max(...seen)).toBe(32);
   });
 
+  it('finds a first floor in one round trip and reaches the engine’s slots a few round trips later; an engine of few slots is still learned from the start', () => {
+    // 4 in flight for one round trip, then doubling: 32 by about half a second (it took over 0.6 s
+    // with a first window of 16 answers, four round trips at 4 in flight).
+    for (let seed = 1; seed <= 5; seed++) expect(simulateEngine(seed, { interactive: false, slots: 32, ceiling: 32, untilMs: 520 }).limit).toBe(32);
+    for (let seed = 1; seed <= 5; seed++) expect(simulateEngine(seed, { interactive: false, slots: 4, ceiling: 128, untilMs: 20_000 }).limit).toBe(4);
+  });
+
   it('does not grow when the limit is not being used (no evidence the engine can take more)', () => {
     const limiter = new AdaptiveConcurrency({ ceiling: 64, initial: 4 });
     for (let i = 0; i < 1000; i++) limiter.record({ startedAt: i * 10, latencyMs: 100, outcome: 'answered', inFlight: 1 });
@@ -165,6 +172,14 @@ describe('adaptive concurrency', () => {
       expect(limit).toBeLessThanOrEqual(32);
       expect(meanQueued).toBeLessThan(0.5);
     }
+  });
+
+  it('after a probe, does not trim the limit for a rise below `queueSlackMs` (the hosts, not a queue inside the engine)', () => {
+    // 32 slots; with the engine just full the answers come 1.8 ms later (the hosts' event loops busier), not 3 ms (one queued).
+    const latencyAt = (inFlight: number) => (inFlight < 32 ? 100 : inFlight === 32 ? 101.8 : 100 * (inFlight / 32));
+    const limiter = new AdaptiveConcurrency({ ceiling: 128 });
+    const seen = drive(limiter, { t: 0 }, 20_000, latencyAt);
+    expect(Math.min(...seen.slice(-5000))).toBeGreaterThanOrEqual(32);
   });
 
   it('while interactive requests are served, slow start grows by one per round trip: it overshoots the engine by a few requests, not by half', () => {

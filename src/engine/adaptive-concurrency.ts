@@ -21,6 +21,8 @@ export interface AdaptiveConcurrencySettings {
   readonly latencyBackoff?: number;
   /** Fewest answers in a window (a window is also at least one limit's worth: a round trip). */
   readonly windowAnswers?: number;
+  /** Fewest answers in the first window, which only finds a first floor (also at least a round trip). */
+  readonly firstWindowAnswers?: number;
   /** The floor is the lowest window mean among this many recent windows. */
   readonly floorWindows?: number;
   /** Crowded windows in a row before it is cut: a stall of the hosts passes, a queue stays. */
@@ -162,6 +164,8 @@ export class AdaptiveConcurrency {
   private readonly overloadBackoff: number;
   private readonly latencyBackoff: number;
   private readonly windowAnswers: number;
+  /** Answers in the first window: those to the requests sent at the starting limit (a round trip). */
+  private readonly firstWindowLength: number;
   private readonly floorWindows: number;
   private readonly persistence: number;
   private readonly minHoldWindows: number;
@@ -180,6 +184,7 @@ export class AdaptiveConcurrency {
     this.overloadBackoff = settings.overloadBackoff ?? 0.5;
     this.latencyBackoff = settings.latencyBackoff ?? 0.9;
     this.windowAnswers = settings.windowAnswers ?? 16;
+    this.firstWindowLength = Math.max(this.limit, settings.firstWindowAnswers ?? 4);
     this.floorWindows = settings.floorWindows ?? 30;
     this.persistence = Math.max(1, settings.persistence ?? 3);
     this.minHoldWindows = settings.holdWindows?.[0] ?? 4;
@@ -237,9 +242,11 @@ export class AdaptiveConcurrency {
       }
       this.remember(window);
     }
-    // No growth before the floor is known (it must be measured at the small starting limit), nor
-    // while the window so far is crowded: its end decides the cut.
-    if (!this.floor() || crowded) return;
+    // No growth while the window so far is crowded: its end decides the cut. Before the floor is
+    // known it grows from the first answer: the first window holds the answers to the requests
+    // sent at the starting limit (see firstWindowLength), so what is sent beyond it does not
+    // touch the floor, and waiting for the floor cost a round trip near the starting limit.
+    if (crowded) return;
     // Regrowth to what the engine was last measured to serve is safe; beyond it is a probe.
     if (this.holdLeft > 0 && this.limit + 1 > this.measured()) return;
     if (this.interactiveRecent && this.probeLevel !== undefined && this.limit + 1 > this.probeLevel && completedAt - this.probeEndedAt < this.interactiveProbeGapMs) return;
@@ -276,6 +283,10 @@ export class AdaptiveConcurrency {
    * uneven requests then make it less sensitive, not slower to act).
    */
   private windowLength(floor: WindowSummary | undefined): number {
+    // The first window only finds a first floor (any lower window later replaces it), at the
+    // small starting limit: one round trip. Waiting for `windowAnswers` there held a batch to a
+    // few requests in flight for several round trips, a few percent of a short batch's time.
+    if (!floor) return this.firstWindowLength;
     const variation = floor && floor.mean > 0 ? floor.deviation / floor.mean : 0;
     const forNoise = Math.ceil(((this.confidence * variation) / (this.tolerance - 1)) ** 2);
     return Math.max(this.windowAnswers, this.limit, Math.min(forNoise, 10 * this.limit));
@@ -290,7 +301,16 @@ export class AdaptiveConcurrency {
 
   private crowded(window: WindowSummary, floor: WindowSummary): boolean {
     const uncrowded = this.uncrowded(floor);
-    return window.mean > Math.max(uncrowded * this.tolerance, uncrowded + this.queueSlackMs) + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+    // A first floor from a round trip's few answers may have missed the engine's spread (four
+    // short answers of a mix of short and long ones): while it is the floor (until a lower full
+    // window replaces it, or it is `floorWindows` old), the window's own spread counts as well.
+    const deviation = this.provisional(floor) ? Math.max(floor.deviation, window.deviation) : floor.deviation;
+    return window.mean > Math.max(uncrowded * this.tolerance, uncrowded + this.queueSlackMs) + (this.confidence * deviation) / Math.sqrt(window.count);
+  }
+
+  /** A window shorter than `windowAnswers`: the first, which only found a first floor. */
+  private provisional(window: WindowSummary): boolean {
+    return window.count < this.windowAnswers;
   }
 
   /**
@@ -332,7 +352,9 @@ export class AdaptiveConcurrency {
    */
   private settle(window: WindowSummary, floor: WindowSummary, completedAt: number): boolean {
     const uncrowded = this.uncrowded(floor);
-    const risen = window.mean > uncrowded + (this.confidence * floor.deviation) / Math.sqrt(window.count);
+    // Not below `queueSlackMs`, as in crowded(): a rise that small is the hosts' event loops, and
+    // trimming for it left the limit a request below the engine's slots until the next probe.
+    const risen = window.mean > uncrowded + Math.max(this.queueSlackMs, (this.confidence * floor.deviation) / Math.sqrt(window.count));
     const serving = Math.round((window.inFlight * uncrowded) / window.mean);
     if (!risen || serving >= this.limit) return false;
     this.estimate = Math.max(1, serving);
