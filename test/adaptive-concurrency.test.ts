@@ -174,12 +174,18 @@ describe('adaptive concurrency', () => {
     }
   });
 
-  it('after a probe, does not trim the limit for a rise below `queueSlackMs` (the hosts, not a queue inside the engine)', () => {
+  it('after a probe, does not trim the limit for a rise below `queueSlackMs` (the hosts, not a queue inside the engine) unless interactive requests are served', () => {
     // 32 slots; with the engine just full the answers come 1.8 ms later (the hosts' event loops busier), not 3 ms (one queued).
     const latencyAt = (inFlight: number) => (inFlight < 32 ? 100 : inFlight === 32 ? 101.8 : 100 * (inFlight / 32));
     const limiter = new AdaptiveConcurrency({ ceiling: 128 });
     const seen = drive(limiter, { t: 0 }, 20_000, latencyAt);
     expect(Math.min(...seen.slice(-5000))).toBeGreaterThanOrEqual(32);
+    // While interactive requests are served it errs low: a request too many would queue inside
+    // the engine, and an interactive request arriving might wait behind it.
+    const beside = new AdaptiveConcurrency({ ceiling: 128 });
+    beside.interactiveTraffic(true);
+    drive(beside, { t: 0 }, 20_000, latencyAt);
+    expect(beside.limit).toBeLessThanOrEqual(31);
   });
 
   it('while interactive requests are served, slow start grows by one per round trip: it overshoots the engine by a few requests, not by half', () => {

@@ -352,9 +352,12 @@ export class AdaptiveConcurrency {
    */
   private settle(window: WindowSummary, floor: WindowSummary, completedAt: number): boolean {
     const uncrowded = this.uncrowded(floor);
-    // Not below `queueSlackMs`, as in crowded(): a rise that small is the hosts' event loops, and
-    // trimming for it left the limit a request below the engine's slots until the next probe.
-    const risen = window.mean > uncrowded + Math.max(this.queueSlackMs, (this.confidence * floor.deviation) / Math.sqrt(window.count));
+    // Not below `queueSlackMs`, as in crowded(), while no interactive request is served: a rise
+    // that small is as likely the hosts' event loops, and trimming for it left the limit a request
+    // below the engine's slots until the next probe. With interactive requests it errs low: a
+    // request too many waits inside the engine, and an interactive one arriving may wait behind it.
+    const slack = this.interactiveRecent ? 0 : this.queueSlackMs;
+    const risen = window.mean > uncrowded + Math.max(slack, (this.confidence * floor.deviation) / Math.sqrt(window.count));
     const serving = Math.round((window.inFlight * uncrowded) / window.mean);
     if (!risen || serving >= this.limit) return false;
     this.estimate = Math.max(1, serving);
