@@ -87,7 +87,8 @@ export class InteractiveLoadListener {
 
   async start(): Promise<void> {
     const { messageLog, schemas, log } = this.deps;
-    this.consumer = await messageLog.consume({ groupId: this.deps.groupId, topics: [INTERACTIVE_LOAD_TOPIC] }, async (delivered) => {
+    // Only reports from now on: older ones say nothing about the load now (see freshMs).
+    this.consumer = await messageLog.consume({ groupId: this.deps.groupId, topics: [INTERACTIVE_LOAD_TOPIC], startAt: 'latest' }, async (delivered) => {
       let report;
       try {
         report = schemas.decodeInteractiveLoad(delivered.value);

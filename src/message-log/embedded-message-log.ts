@@ -238,7 +238,15 @@ class Group {
 
   join(member: Member): void {
     this.members.push(member);
-    for (const topic of member.options.topics) this.consumedTopics.add(topic);
+    for (const topic of member.options.topics) {
+      this.consumedTopics.add(topic);
+      if (member.options.startAt !== 'latest') continue;
+      // As Kafka's offset reset to the latest: partitions the group has committed nothing on start at their end.
+      for (let index = 0; index < this.log.partitionCount(topic); index++) {
+        const key = `${topic}/${index}`;
+        if (!this.committed.has(key)) this.committed.set(key, this.log.partition(topic, index).endOffset);
+      }
+    }
     this.rebalance();
   }
 

@@ -222,7 +222,7 @@ class KafkaGroupMember implements Consumer {
       this.revoke((held) => !sameMember || !(payload.memberAssignment[held.topic] ?? []).includes(held.partition));
     });
     await consumer.connect();
-    await consumer.subscribe({ topics: [...this.options.topics], fromBeginning: true });
+    await consumer.subscribe({ topics: [...this.options.topics], fromBeginning: this.options.startAt !== 'latest' });
     await consumer.run({
       // kafkajs commits nothing by itself with autoCommit off (not on a rebalance, a stop or an
       // error): the member commits each partition's finished prefix, and what it resolves only

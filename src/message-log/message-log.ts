@@ -45,6 +45,13 @@ export interface ConsumeOptions {
    * of its partition run is handed over as soon as fewer than `prefetch` of them are unfinished.
    */
   readonly prefetch?: number;
+  /**
+   * Where a group starts on a partition it has committed nothing on: its oldest message
+   * (`earliest`, the default), or what is published from about when it joins (`latest`), for
+   * messages that only say what is true now (a load report), which a group of its own per process
+   * would otherwise read from the start of the topic's retention at every start.
+   */
+  readonly startAt?: 'earliest' | 'latest';
   /** Delay before a message whose handler failed is handled again (doubled up to 30 s). */
   readonly retryDelayMs?: number;
   /** Called when a handler fails; the message is retried. */
@@ -82,7 +89,7 @@ export interface MessageLog {
   ensureTopics(topics: readonly TopicSpec[]): Promise<void>;
   /** Appends messages; resolves once the log holds them all. */
   publish(topic: string, messages: readonly OutgoingMessage[]): Promise<void>;
-  /** Joins a consumer group; a group with no committed offset starts at the topic's beginning. */
+  /** Joins a consumer group; a group with no committed offset starts at the topic's beginning (see ConsumeOptions.startAt). */
   consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer>;
   readonly description: string;
   close(): Promise<void>;

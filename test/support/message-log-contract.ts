@@ -150,6 +150,33 @@ export function messageLogContract(name: string, open: () => Promise<MessageLog>
       expect(fresh).toHaveLength(15);
     });
 
+    it('with `startAt: latest`, a new group gets only what is published after it joined; a group that committed resumes where it was', async () => {
+      const topic = unique('latest');
+      await log.ensureTopics([{ topic, partitions: 2 }]);
+      await log.publish(topic, Array.from({ length: 6 }, (_, index) => ({ key: `k${index}`, value: `before-${index}` })));
+      const group = unique('g');
+      const seen: string[] = [];
+      const latest = await log.consume({ groupId: group, topics: [topic], concurrency: 2, startAt: 'latest' }, async (message) => void seen.push(message.value));
+      // Kafka resets a partition without a committed offset at its first fetch, a moment after the
+      // join: publish until messages arrive, and none published before the join may.
+      for (let round = 0; !seen.some((value) => value.startsWith('after-')); round++) {
+        if (round > 100) throw new Error('nothing published after the join arrived');
+        await log.publish(topic, [{ key: `k${round % 2}`, value: `after-${round}` }, { key: `k${(round % 2) + 1}`, value: `after-${round}b` }]);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      // One on k0's partition, so that the group has committed there before it leaves.
+      await log.publish(topic, [{ key: 'k0', value: 'after-last' }]);
+      await until(() => seen.includes('after-last'), 30_000, 'a message on k0 after the join');
+      await quiet();
+      expect(seen.filter((value) => value.startsWith('before-'))).toEqual([]);
+      await latest.stop();
+      // Committed offsets win over `startAt`: published while the group was away, still delivered.
+      await log.publish(topic, [{ key: 'k0', value: 'away' }]);
+      const again: string[] = [];
+      await consume({ groupId: group, topics: [topic], concurrency: 2, startAt: 'latest' }, async (message) => void again.push(message.value));
+      await until(() => again.includes('away'), 30_000, 'the message published while the group was away');
+    });
+
     it('hands up to `prefetch` messages of one partition to the handler at once, and no more', async () => {
       const topic = unique('prefetch');
       await log.ensureTopics([{ topic, partitions: 1 }]);
