@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { FleetShare } from '../src/engine/interactive-headroom.js';
 import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
 import { INTERACTIVE_LOAD_TOPIC, MessageSchemaError, type MessageSchemas } from '../src/message-log/topics.js';
 import { RepeatingTask } from './repeating-task.js';
@@ -6,7 +7,7 @@ import { RepeatingTask } from './repeating-task.js';
 /** A model's replicas as the exchange sees them (ReplicaPool). */
 export interface InteractivePool {
   interactiveEstimate(): { arrivalsPerSecond: number; latencyMs: number } | undefined;
-  observeRemoteInteractive(source: string, load: number, share: number): void;
+  observeRemoteInteractive(source: string, load: number, share: FleetShare): void;
 }
 
 /** How often an API process reports its interactive load: the inference processors' reserve follows it within about this. */
@@ -74,7 +75,7 @@ export class InteractiveLoadListener {
       schemas: MessageSchemas;
       poolFor: (model: string) => InteractivePool | undefined;
       /** This process's part of the fleet's batch work (0–1). */
-      share: () => number;
+      share: () => FleetShare;
       /** This process's own reports, if it also serves the API, are not counted twice. */
       source: string;
       groupId: string;

@@ -90,8 +90,8 @@ export class WorkConsumer {
     }
   }
 
-  /** How many of its topic's partitions this process holds now; undefined where one process holds them all. */
-  partitionsHeld(): number | undefined {
+  /** Which of its topic's partitions this process holds now; undefined where one process holds them all. */
+  partitionsHeld(): readonly number[] | undefined {
     return this.consumer?.partitionsHeld?.(WORK_TOPICS[this.deps.kind]);
   }
 

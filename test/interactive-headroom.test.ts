@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DecayingMean, DecayingRate } from '../src/engine/decaying-estimators.js';
-import { InteractiveHeadroom } from '../src/engine/interactive-headroom.js';
+import { type FleetShare, InteractiveHeadroom, partOfReserve, shareFraction } from '../src/engine/interactive-headroom.js';
 
 describe('decaying estimators', () => {
   it('a decaying rate converges to the arrival rate and falls off once arrivals stop', () => {
@@ -138,6 +138,33 @@ describe('interactive headroom (Little’s law)', () => {
     const alone = new InteractiveHeadroom({ timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.95 });
     alone.observeRemote('api', 1, 1_000);
     expect(alone.reserve(1_000, 20)).toBe(1);
+  });
+
+  it('split by the partitions each processor holds, the parts add up to the fleet’s reserve exactly', () => {
+    const settingsHere = { timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.95 };
+    const keptBy = (shares: FleetShare[]) =>
+      shares.map((share) => {
+        const headroom = new InteractiveHeadroom(settingsHere);
+        headroom.observeRemote('api', 2, 1_000, share);
+        return headroom.reserve(1_000, 20 * shareFraction(share) * 2);
+      });
+    // The fleet of 40 slots keeps 3 (as above). Halves as numbers round 1.5 up on both: 4 kept.
+    expect(keptBy([0.5, 0.5])).toEqual([2, 2]);
+    // Two processors with 16 partitions each, however they are dealt: 3 in all.
+    const even = Array.from({ length: 16 }, (_, index) => 2 * index);
+    const odd = even.map((index) => index + 1);
+    const low = Array.from({ length: 16 }, (_, index) => index);
+    const high = low.map((index) => index + 16);
+    for (const [a, b] of [[even, odd], [low, high]] as const) {
+      const parts = keptBy([{ held: a, of: 32 }, { held: b, of: 32 }]);
+      expect(parts[0]! + parts[1]!).toBe(3);
+    }
+    // Three processors holding 11, 11 and 10 of 32 partitions: still the fleet's 3.
+    const thirds = [low.slice(0, 11), [...low.slice(11), ...high.slice(0, 6)], high.slice(6)];
+    expect(keptBy(thirds.map((held) => ({ held, of: 32 }))).reduce((sum, part) => sum + part, 0)).toBe(3);
+    for (let reserve = 0; reserve <= 40; reserve++) {
+      expect(partOfReserve(reserve, { held: even, of: 32 }) + partOfReserve(reserve, { held: odd, of: 32 })).toBe(reserve);
+    }
   });
 
   it('estimates its own traffic for other processes: arrivals per second and mean time in service', () => {

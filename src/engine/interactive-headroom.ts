@@ -13,6 +13,30 @@ export interface HeadroomSettings {
   readonly remoteFreshMs?: number;
 }
 
+/**
+ * This process's part of the fleet's batch work: the partitions of the inference topic it holds
+ * (indexes) of all of them. A bare number is a fraction, for a share not made of partitions.
+ */
+export type FleetShare = number | { readonly held: readonly number[]; readonly of: number };
+
+/** The fraction of the fleet's work a share stands for. */
+export function shareFraction(share: FleetShare): number {
+  return typeof share === 'number' ? share : share.of > 0 ? share.held.length / share.of : 0;
+}
+
+/**
+ * A share's part of an integer reserve R. For partitions, each partition j of P takes
+ * ⌊(j+1)·R/P⌋ − ⌊j·R/P⌋, so the parts of the processors, whoever holds which partitions, add up to
+ * R exactly: rounding each processor's R·share instead kept 2 + 2 of a reserve of 3 on two
+ * processors, a slot of the batches' 29 (bench/FINDINGS.md).
+ */
+export function partOfReserve(reserve: number, share: FleetShare): number {
+  if (typeof share === 'number') return Math.round(reserve * share);
+  let part = 0;
+  for (const index of share.held) part += Math.floor(((index + 1) * reserve) / share.of) - Math.floor((index * reserve) / share.of);
+  return part;
+}
+
 export const DEFAULT_HEADROOM: HeadroomSettings = { timeConstantMs: 30_000, spread: 2, idleAfterMs: 120_000, leftoverShare: 0.95 };
 
 /**
@@ -34,7 +58,7 @@ export class InteractiveHeadroom {
   /** Interactive load other processes serve on the same engines, per source. */
   private readonly remote = new Map<string, { load: number; at: number }>();
   /** This process's part of the fleet's batch work, as the last report came with it. */
-  private fleetShare = 1;
+  private fleetShare: FleetShare = 1;
 
   constructor(readonly settings: HeadroomSettings = DEFAULT_HEADROOM) {
     this.rate = new DecayingRate(settings.timeConstantMs);
@@ -57,10 +81,11 @@ export class InteractiveHeadroom {
    * those requests, each keep `share` of the reserve the whole fleet needs for them (share: the
    * part of the batch work this process runs). Each source's latest report replaces its previous one.
    */
-  observeRemote(source: string, load: number, at: number, share = 1): void {
+  observeRemote(source: string, load: number, at: number, share: FleetShare = 1): void {
     if (!(load >= 0 && Number.isFinite(load))) return;
     this.remote.set(source, { load, at });
-    if (share > 0 && share <= 1) this.fleetShare = share;
+    const fraction = shareFraction(share);
+    if (fraction > 0 && fraction <= 1) this.fleetShare = share;
   }
 
   /** This process's own interactive traffic: arrivals per second and mean time in service; undefined while it has none. */
@@ -102,9 +127,10 @@ export class InteractiveHeadroom {
     // its share: per process it would round to almost nothing (two processors of 20 slots each
     // keep 1 for a load of 2 between them, the fleet 3 of its 40).
     const share = this.remoteLoad(now) > 0 ? this.fleetShare : 1;
-    const fleetCapacity = capacity / share;
+    const fraction = shareFraction(share);
+    const fleetCapacity = capacity / fraction;
     const kept = Math.ceil(this.settings.leftoverShare * Math.max(0, fleetCapacity - this.load(now)) - 1e-9);
     const fleetReserve = Math.max(0, Math.min(this.slots(now), fleetCapacity - kept));
-    return share === 1 ? fleetReserve : Math.min(capacity, Math.round(fleetReserve * share));
+    return fraction === 1 ? fleetReserve : Math.min(capacity, partOfReserve(fleetReserve, share));
   }
 }

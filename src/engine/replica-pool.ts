@@ -4,6 +4,7 @@ import { type EngineRequest, type EngineResponse, EngineUnavailableError, type I
 import { ImageFetchError, type ImageResolver } from './image-resolver.js';
 import type { Replica, ReplicaResponse } from './replica.js';
 import type { ServiceClass } from './urgency.js';
+import type { FleetShare } from './interactive-headroom.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduler.js';
 
 export interface PoolSettings {
@@ -92,7 +93,7 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   /** Interactive load another process serves on these replicas, in requests in service, and this process's share of the fleet's batch work. */
-  observeRemoteInteractive(source: string, load: number, share = 1): void {
+  observeRemoteInteractive(source: string, load: number, share: FleetShare = 1): void {
     this.scheduler.observeRemoteInteractive(source, load, share);
     this.dispatch();
   }

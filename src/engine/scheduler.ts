@@ -1,5 +1,5 @@
 import { FairDeadlineQueue } from './fair-deadline-queue.js';
-import { DEFAULT_HEADROOM, type HeadroomSettings, InteractiveHeadroom } from './interactive-headroom.js';
+import { DEFAULT_HEADROOM, type FleetShare, type HeadroomSettings, InteractiveHeadroom } from './interactive-headroom.js';
 import type { ServiceClass } from './urgency.js';
 
 export type { ServiceClass } from './urgency.js';
@@ -166,7 +166,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
   }
 
   /** Interactive load another process serves on these replicas, in requests in service, and this scheduler's share of the fleet's batch work. */
-  observeRemoteInteractive(source: string, load: number, share = 1): void {
+  observeRemoteInteractive(source: string, load: number, share: FleetShare = 1): void {
     this.headroom.observeRemote(source, load, this.now(), share);
   }
 

@@ -256,8 +256,8 @@ class KafkaGroupMember implements Consumer {
     });
   }
 
-  partitionsHeld(topic: string): number {
-    return this.assignment[topic]?.length ?? 0;
+  partitionsHeld(topic: string): readonly number[] {
+    return this.assignment[topic] ?? [];
   }
 
   private revoke(taken: (held: HeldPartition) => boolean): void {

@@ -78,10 +78,10 @@ export interface Consumer {
    */
   abandon(): Promise<void>;
   /**
-   * How many of `topic`'s partitions this member holds now; undefined where the log does not
+   * Which of `topic`'s partitions (indexes) this member holds now; undefined where the log does not
    * share partitions between members (the embedded log: one process holds them all).
    */
-  partitionsHeld?(topic: string): number | undefined;
+  partitionsHeld?(topic: string): readonly number[] | undefined;
 }
 
 export interface MessageLog {

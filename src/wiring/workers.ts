@@ -278,7 +278,7 @@ async function wireInteractiveLoad(roles: ReadonlySet<Role>, { config, logger, a
       // Each inference processor runs the batch work of the partitions it holds: its part of the reserve.
       share: () => {
         const held = inference.partitionsHeld();
-        return held === undefined ? 1 : held / partitions;
+        return held === undefined ? 1 : { held, of: partitions };
       },
       source,
       // Every process reads every report: a group of its own.
