@@ -97,5 +97,12 @@ export function schedulerSections(
     `| 9${shape === 'kafka' ? 'b' : ''}. Interactive p99 beside a batch (${title}, ${latest.label}) | ${ms(worst.alone.p99)} alone | ${ms(worst.underBatch.p99)} (ENGINE_CONCURRENCY=${worst.engineConcurrency}) | ${fixed(worst.p99Ratio, 2)}× | ≤ 1.25× | ${met(d.interactive.every((row) => row.p99Ratio <= TARGETS.p99Ratio && row.batchShare >= TARGETS.batchShare))} |`,
     `| 9${shape === 'kafka' ? 'b' : ''}. Deadlines and fairness (${title}, ${latest.label}) | tight batch alone ${fixed(d.deadlines.tightAloneSeconds)} s | ${d.deadlines.linesMissed} lines missed; Jain ${fixed(d.fairness.jain, 2)} | | 0 missed, ≥ 0.95 | ${met(d.deadlines.linesMissed === 0 && d.fairness.jain >= TARGETS.jain)} |`,
   ];
+  if (d.alone.length > 0) {
+    const told = d.alone.find((row) => row.engineConcurrency === d.slots) ?? d.alone[0]!;
+    const untold = d.alone.find((row) => row.engineConcurrency !== d.slots);
+    summary.push(
+      `| 9. A batch alone (${title}, ${latest.label}) | ${fixed(told.bareLinesPerSecond, 0)} requests/s | ${fixed(told.spoolLinesPerSecond, 0)} lines/s (ENGINE_CONCURRENCY=${told.engineConcurrency})${untold ? `, ${fixed(untold.spoolLinesPerSecond, 0)} lines/s (${untold.engineConcurrency}, slots untold)` : ''} | ${d.alone.map((row) => percent(row.ratio)).join(' / ')} | ≥ 95% | ${met(d.alone.every((row) => row.ratio >= TARGETS.alone))} |`,
+    );
+  }
   return { summary, section: lines.join('\n') };
 }
