@@ -38,9 +38,12 @@ export class BatchValidator {
       log: Pick<Logger, 'info' | 'warn'>;
       chunkLines: number;
       /**
-       * Inference processors share a batch by the partitions of its chunks: a batch with fewer
-       * than spreadOver × chunkLines lines is cut into spreadOver chunks (one a line at most)
-       * instead, so that every partition, and so every processor, holds a part of it. Default 1.
+       * Inference processors share a batch by the partitions of its chunks (one after another, round
+       * robin): with spreadOver > 1 a batch is cut into a multiple of spreadOver chunks of sizes
+       * differing by one at most (as many as chunkLines would give, rounded up; one a line at most),
+       * so that every partition, and so every processor holding as many partitions as another, holds
+       * the same share of it. Cut every chunkLines lines instead, 250 chunks over 16 partitions left
+       * one of two processors 6 chunks more, which it ran alone at the end. Default 1.
        */
       spreadOver?: number;
       maxInputBytes?: number;
@@ -121,8 +124,9 @@ export class BatchValidator {
     const customIds = new Set<string>();
     let chunks: ChunkSpec[] = [];
     const spreadOver = Math.max(1, this.deps.spreadOver ?? 1);
-    // The lines of a batch that may yet be spread (fewer than spreadOver full chunks): each one's
-    // number and byte range, the range running on over the blank lines after it.
+    // With spreadOver > 1, every line's number and byte range (the range running on over the
+    // blank lines after it), to cut the chunks once the count is known (at most
+    // MAX_REQUESTS_PER_BATCH lines: three numbers each).
     const spreadable = spreadOver > 1 ? { numbers: [] as number[], starts: [] as number[], ends: [] as number[] } : undefined;
     let current: { index: number; first_line: number; lines: number; start: number; end: number } | undefined;
     let total = 0;
@@ -140,7 +144,7 @@ export class BatchValidator {
           continue;
         }
         total += 1;
-        if (spreadable && total < spreadOver * this.deps.chunkLines) {
+        if (spreadable && total <= MAX_REQUESTS_PER_BATCH) {
           spreadable.numbers.push(line.number);
           spreadable.starts.push(line.start);
           spreadable.ends.push(line.end);
@@ -173,7 +177,10 @@ export class BatchValidator {
       source.destroy();
     }
     if (current) chunks.push(current);
-    if (spreadable && total < spreadOver * this.deps.chunkLines) chunks = spreadChunks(spreadable, spreadOver);
+    if (spreadable && spreadable.numbers.length > 0) {
+      const cut = Math.ceil(spreadable.numbers.length / this.deps.chunkLines);
+      chunks = spreadChunks(spreadable, Math.ceil(cut / spreadOver) * spreadOver);
+    }
 
     if (embeddingInputs > MAX_EMBEDDING_INPUTS_PER_BATCH) {
       addError({

@@ -116,7 +116,7 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     expect((await ready('checkpoint')).roles).toEqual(['checkpoint']);
   });
 
-  it('cuts a batch smaller than one chunk per inference partition into one chunk per partition, so both processors run part of it', async () => {
+  it('cuts a batch into a multiple of the inference partitions’ count of chunks, so both processors run the same share of it', async () => {
     engine.latencyMs = 0;
     // 8 inference partitions (twice KAFKA_PARTITIONS); 12 lines would be 2 chunks of BATCH_CHUNK_LINES 10.
     const before = await Promise.all([handled('inference-1'), handled('inference-2')]);
@@ -129,6 +129,14 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     expect(ran[0]! + ran[1]!).toBe(8);
     // Each processor holds half of the partitions: four chunks each.
     expect(ran).toEqual([4, 4]);
+    // 90 lines would be 9 chunks of 10, one processor running a chunk more than the other (alone,
+    // at the end): 16 chunks of 5 or 6 lines instead, two per partition, eight each.
+    const larger = await submit(Array.from({ length: 90 }, (_, index) => chatLine(`e${index}`, `line ${index}`)), 'even');
+    batches.push({ id: larger.id, expect: ['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted'] });
+    expect((await waitForStatus(client, larger.id, ['completed', 'failed'], 60_000)).status).toBe('completed');
+    await expectEveryLineOnce(larger.id, 90);
+    const last = await Promise.all([handled('inference-1'), handled('inference-2')]);
+    expect(last.map((count, index) => count - after[index]!)).toEqual([8, 8]);
   }, 120_000);
 
   it('spreads a batch over both inference processors; one is killed -9 mid-batch and every line still ends up exactly once', async () => {
@@ -228,6 +236,6 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     const report = JSON.parse(replayed.stdout) as { identical: boolean; events: number; tables: Record<string, number> };
     expect(report.identical).toBe(true);
     expect(report.events).toBeGreaterThan(900);
-    expect(report.tables.batches).toBe(5);
+    expect(report.tables.batches).toBe(batches.length);
   }, 120_000);
 });
