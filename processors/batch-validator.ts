@@ -144,14 +144,21 @@ export class BatchValidator {
           continue;
         }
         total += 1;
-        if (spreadable && total <= MAX_REQUESTS_PER_BATCH) {
-          spreadable.numbers.push(line.number);
-          spreadable.starts.push(line.start);
-          spreadable.ends.push(line.end);
-        }
         if (total > MAX_REQUESTS_PER_BATCH) {
           addError({ code: 'too_many_tasks', line: line.number, message: `The input file has more than ${MAX_REQUESTS_PER_BATCH} requests, the limit of requests per batch`, param: null });
           break;
+        }
+        if (spreadable) {
+          spreadable.numbers.push(line.number);
+          spreadable.starts.push(line.start);
+          spreadable.ends.push(line.end);
+        } else {
+          if (!current || current.lines === this.deps.chunkLines) {
+            if (current) chunks.push(current);
+            current = { index: chunks.length, first_line: line.number, lines: 0, start: line.start, end: line.end };
+          }
+          current.lines += 1;
+          current.end = line.end;
         }
         const checked = checkInputLine(line.text, line.number, facts);
         if (!checked.ok) addError(checked.error);
@@ -166,18 +173,12 @@ export class BatchValidator {
             prefixes.add(prefixSignature(facts.endpoint, checked.line.body));
           }
         }
-        if (!current || current.lines === this.deps.chunkLines) {
-          if (current) chunks.push(current);
-          current = { index: chunks.length, first_line: line.number, lines: 0, start: line.start, end: line.end };
-        }
-        current.lines += 1;
-        current.end = line.end;
       }
     } finally {
       source.destroy();
     }
     if (current) chunks.push(current);
-    if (spreadable && spreadable.numbers.length > 0) {
+    else if (spreadable && spreadable.numbers.length > 0) {
       const cut = Math.ceil(spreadable.numbers.length / this.deps.chunkLines);
       chunks = spreadChunks(spreadable, Math.ceil(cut / spreadOver) * spreadOver);
     }

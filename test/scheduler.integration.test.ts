@@ -86,11 +86,9 @@ async function interactiveOvertakesBatch(url: string, client: OpenAI, simulator:
 /**
  * (ii) A batch on a 1-minute job created after a large one on a 24-hour job: once it is validated,
  * its lines start before the loose batch's remaining ones (a few slots' worth of slack for the
- * moment it takes to reach the engine).
- */
-/**
- * `hops`: lines the engine may start after BatchValidated before the tight batch's chunks can reach
- * it at all, beyond the 2 × SLOTS already sent; served in arrival order, about 70 would.
+ * moment it takes to reach the engine). `hops`: lines the engine may start after BatchValidated
+ * before the tight batch's chunks can reach it at all, beyond the 2 × SLOTS already sent; served
+ * in arrival order, about 70 would.
  */
 async function tightOvertakesLoose(url: string, client: OpenAI, simulator: Simulator, label: string, hops = 0): Promise<void> {
   await reserve(url, `${label}-loose`, '24h');

@@ -287,7 +287,7 @@ export class AdaptiveConcurrency {
     // small starting limit: one round trip. Waiting for `windowAnswers` there held a batch to a
     // few requests in flight for several round trips, a few percent of a short batch's time.
     if (!floor) return this.firstWindowLength;
-    const variation = floor && floor.mean > 0 ? floor.deviation / floor.mean : 0;
+    const variation = floor.mean > 0 ? floor.deviation / floor.mean : 0;
     const forNoise = Math.ceil(((this.confidence * variation) / (this.tolerance - 1)) ** 2);
     return Math.max(this.windowAnswers, this.limit, Math.min(forNoise, 10 * this.limit));
   }
