@@ -5,28 +5,17 @@ import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
 import type { FileRegistry } from '../src/application/file-registry.js';
 import type { LineOutcomeLog } from '../src/application/line-outcomes.js';
 import type { LineCompletedData, LineFailedData } from '../src/domain/line-outcome.js';
+import { type OutputKind, outputLine, renderChunk } from '../src/domain/batch-output.js';
 import type { Clock } from '../src/clock.js';
 import { mayBeginFinalizing, readyToFinish } from '../src/domain/batch.js';
 import type { FileFacts } from '../src/domain/file.js';
 import { derivedId } from '../src/domain/derived-ids.js';
-import type { BatchRow, BatchesQueries } from '../projections/batches-projection.js';
+import { type ChunkOutputParts, inLineOrder } from './chunk-output-parts.js';
+import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { NO_TRACING, type Tracing } from '../src/tracing.js';
 import { InputOrderSpill } from './input-order-spill.js';
 
 const CORRELATION = { correlationId: 'batch-finalizer' };
-
-/** One output or error file line, in the OpenAI batch line shape. */
-function outputLine(batchId: string, kind: 'output' | 'error', data: LineCompletedData | LineFailedData): string | undefined {
-  const failed = 'error' in data;
-  if ((kind === 'error') !== failed) return undefined;
-  const response = data.status_code === null ? null : { status_code: data.status_code, request_id: data.request_id, body: data.body };
-  return `${JSON.stringify({
-    id: derivedId('batch_req_', `${batchId}/line/${data.line}`),
-    custom_id: data.custom_id,
-    response,
-    error: failed ? ((data as LineFailedData).error ?? null) : null,
-  })}\n`;
-}
 
 /**
  * Ends a batch once every line has an outcome: writes the output file (successes) and, if any
@@ -50,6 +39,8 @@ export class BatchFinalizer {
       scratchDir?: string;
       /** Removes a batch's work file once the batch is over. */
       discardWorkFile?: (key: string) => Promise<void>;
+      /** Chunks' lines rendered while the batch ran: copied instead of rendered again. */
+      parts?: ChunkOutputParts;
     },
   ) {}
 
@@ -77,8 +68,10 @@ export class BatchFinalizer {
     }
     let outputFileId: string | null = null;
     let errorFileId: string | null = null;
+    // Chunks of the output file copied from parts rendered while the batch ran (for the log).
+    const renderedAhead = { chunks: 0 };
     if (batch.in_progress_at !== null) {
-      outputFileId = await this.writeFile(batch, 'output');
+      outputFileId = await this.writeFile(batch, 'output', renderedAhead);
       errorFileId = batch.failed > 0 ? await this.writeFile(batch, 'error') : null;
     }
     await this.deps.batches.run(
@@ -88,19 +81,21 @@ export class BatchFinalizer {
     );
     // The work file has served its purpose; a removal cut short is the debris sweeper's to finish.
     if (batch.work_blob_key && this.deps.discardWorkFile) await this.deps.discardWorkFile(batch.work_blob_key).catch(() => undefined);
+    // So have the chunks' parts; one a late writer puts back is the debris sweeper's.
+    await this.deps.parts?.discard(batchId).catch(() => undefined);
     const finishedAt = this.deps.clock.nowSeconds();
     const margin = batch.expires_at === null ? undefined : batch.expires_at - finishedAt;
     this.deps.onFinished?.(margin);
     const took = finishedAt - batch.created_at;
     this.deps.log.info(
-      { batch_id: batchId, status: this.deps.queries.get(batchId)?.status, lines: batch.completed + batch.failed, completed: batch.completed, failed: batch.failed, took_seconds: took, deadline_margin_seconds: margin ?? null, output_file_id: outputFileId, error_file_id: errorFileId },
+      { batch_id: batchId, status: this.deps.queries.get(batchId)?.status, lines: batch.completed + batch.failed, completed: batch.completed, failed: batch.failed, took_seconds: took, deadline_margin_seconds: margin ?? null, output_file_id: outputFileId, error_file_id: errorFileId, chunks_rendered_ahead: renderedAhead.chunks },
       `batch finished: ${batch.completed} of ${batch.completed + batch.failed} lines completed, ${batch.failed} failed, in ${took}s`,
     );
   }
 
-  private async writeFile(batch: BatchRow, kind: 'output' | 'error'): Promise<string> {
+  private async writeFile(batch: BatchRow, kind: OutputKind, renderedAhead = { chunks: 0 }): Promise<string> {
     const fileId = derivedId('file-', `${batch.id}/${kind}`);
-    const lines = this.lines(batch, kind);
+    const lines = this.lines(batch, kind, renderedAhead);
     const content = await this.deps.files.storeContent(fileId, Readable.from(lines), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
     const createdAt = this.deps.clock.nowSeconds();
     const expiresAfter = batch.output_expires_after ? (JSON.parse(batch.output_expires_after) as { seconds: number }) : null;
@@ -124,12 +119,16 @@ export class BatchFinalizer {
    * The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. Chunks of
    * a work file hold lines from all over the input: their lines are put back in order on local disk.
    */
-  private async *lines(batch: BatchRow, kind: 'output' | 'error'): AsyncGenerator<string | Buffer> {
+  private async *lines(batch: BatchRow, kind: OutputKind, renderedAhead: { chunks: number }): AsyncGenerator<string | Buffer> {
     if (!batch.work_blob_key) {
-      for await (const outcomes of this.chunkOutcomes(batch)) {
-        // One write per chunk, not per line: each write costs a trip through the streams.
-        let text = '';
-        for (const outcome of outcomes) text += outputLine(batch.id, kind, outcome) ?? '';
+      for (const chunk of this.deps.queries.chunks(batch.id)) {
+        const part = await this.deps.parts?.open(batch.id, chunk.chunk, kind);
+        if (part) {
+          renderedAhead.chunks += 1;
+          yield* part as AsyncIterable<Buffer>;
+          continue;
+        }
+        const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunk));
         if (text) yield text;
       }
       return;
@@ -153,10 +152,12 @@ export class BatchFinalizer {
 
   /** Each chunk's outcomes in line order, one chunk at a time. */
   private async *chunkOutcomes(batch: BatchRow): AsyncGenerator<(LineCompletedData | LineFailedData)[]> {
-    for (const chunk of this.deps.queries.chunks(batch.id)) {
-      const events = await this.deps.outcomes.read(batch.id, chunk.chunk);
-      if (events.length < chunk.lines) throw new Error(`batch ${batch.id} chunk ${chunk.chunk} has ${events.length} of ${chunk.lines} outcomes`);
-      yield events.map((event) => event.data as unknown as LineCompletedData | LineFailedData).sort((a, b) => a.line - b.line);
-    }
+    for (const chunk of this.deps.queries.chunks(batch.id)) yield await this.outcomesOf(batch.id, chunk);
+  }
+
+  private async outcomesOf(batchId: string, chunk: ChunkRow): Promise<(LineCompletedData | LineFailedData)[]> {
+    const events = await this.deps.outcomes.read(batchId, chunk.chunk);
+    if (events.length < chunk.lines) throw new Error(`batch ${batchId} chunk ${chunk.chunk} has ${events.length} of ${chunk.lines} outcomes`);
+    return inLineOrder(events);
   }
 }

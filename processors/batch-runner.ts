@@ -11,6 +11,7 @@ import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type 
 import { ImageFetchError } from '../src/engine/image-resolver.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { ChunkAdmission } from '../src/engine/chunk-admission.js';
+import type { ChunkOutputParts } from './chunk-output-parts.js';
 import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../src/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
 import { parseWorkRecord } from '../src/domain/work-file.js';
@@ -61,6 +62,8 @@ export class BatchRunner {
       /** Chunks run at once (BATCH_PARALLEL_CHUNKS); more are held, and started by deadline. */
       parallelChunks?: number;
       tracing?: Tracing;
+      /** Renders each finished chunk's output lines for the finalizer. */
+      parts?: Pick<ChunkOutputParts, 'tryWrite'>;
     },
   ) {
     this.admission = new ChunkAdmission({ parallel: deps.parallelChunks ?? 8 });
@@ -92,6 +95,11 @@ export class BatchRunner {
     } finally {
       release();
     }
+    // Its slot is free for the next chunk meanwhile. Not once the batch is finalizing: the finalizer
+    // renders what it finds no part for, and would leave a part written after it to the sweeper. A
+    // work file's chunks are put back in input order by the finalizer.
+    const now = this.deps.queries.get(chunk.batch_id);
+    if (now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk);
   }
 
   /** Chunks running now (for a stop that says what it waits for). */

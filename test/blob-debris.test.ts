@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { filesProjection, FilesQueries } from '../projections/files-projection.js';
 import { BlobReferences } from '../src/application/blob-references.js';
 import { workFileBlobKey } from '../src/domain/work-file.js';
+import { chunkPartBlobKey } from '../src/domain/batch-output.js';
 import { fileBlobKey } from '../src/application/file-registry.js';
 import { batchStreamName, fileStreamName } from '../src/domain/stream-names.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
@@ -113,8 +114,8 @@ describe('what the event log says of a blob', () => {
   });
 });
 
-describe("a batch's work file", () => {
-  it('stands while its batch runs, is to go once the batch is over, and is debris when no validation recorded it', async () => {
+describe("a batch's work file and chunk parts", () => {
+  it('stand while its batch runs, are to go once the batch is over, and are debris when no event recorded them', async () => {
     const directory = tempDir('work-file-references');
     const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
     const readModels = new Database(join(directory, 'read-models.sqlite'));
@@ -123,17 +124,25 @@ describe("a batch's work file", () => {
     try {
       const references = new BlobReferences({ eventStore, filesQueries: new FilesQueries(readModels) });
       const key = workFileBlobKey('batch_w');
+      const part = chunkPartBlobKey('batch_w', 0, 'output');
       // Stored, then the process died before the validation was recorded.
       expect(await references.standingOf(key)).toBe('unrecorded');
+      expect(await references.standingOf(part)).toBe('unrecorded');
       await eventStore.appendToStream(batchStreamName('batch_w'), [
         event('BatchCreated', { input_file_id: 'file-in', endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job', model: 'm', price_1m_tokens: 1, metadata: null, output_expires_after: null, created_at: 1, expires_at: null }),
         event('BatchValidated', { total: 1, input_blob_key: 'files/file-in', work_blob_key: key, chunks: [{ index: 0, first_line: 1, lines: 1, start: 0, end: 10 }], in_progress_at: 2 }),
       ], { expectedRevision: 'no_stream' });
       expect(await references.standingOf(key)).toBe('content');
+      expect(await references.standingOf(part)).toBe('content');
+      expect(await references.standingOf(chunkPartBlobKey('batch_w', 0, 'error'))).toBe('content');
       // Another batch's key is not this one's.
       expect(await references.standingOf(workFileBlobKey('batch_other'))).toBe('unrecorded');
+      expect(await references.standingOf(chunkPartBlobKey('batch_other', 0, 'output'))).toBe('unrecorded');
+      // A key of that shape Spool never writes.
+      expect(await references.standingOf('batches/batch_w/parts/notes.txt')).toBe('foreign');
       await eventStore.appendToStream(batchStreamName('batch_w'), [event('BatchFinalizing', { finalizing_at: 3 }), event('BatchCompleted', { output_file_id: 'file-out', error_file_id: null, completed_at: 4 })]);
       expect(await references.standingOf(key)).toBe('removed');
+      expect(await references.standingOf(part)).toBe('removed');
     } finally {
       readModels.close();
       await eventStore.close();

@@ -2,6 +2,7 @@ import type { FilesQueries } from '../../projections/files-projection.js';
 import { FINAL_STATUSES, batchDecider } from '../domain/batch.js';
 import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
 import { batchIdOfWorkFileKey } from '../domain/work-file.js';
+import { batchIdOfChunkPartKey } from '../domain/batch-output.js';
 import { loadState } from './command-handler.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { fileIdOfBlobKey } from './file-registry.js';
@@ -17,12 +18,14 @@ import { fileIdOfBlobKey } from './file-registry.js';
 export type BlobStanding = 'content' | 'removed' | 'unrecorded' | 'foreign';
 
 /**
- * Spool writes two kinds of blob. A file's content, under files/<file_id>
+ * Spool writes three kinds of blob. A file's content, under files/<file_id>
  * (FileRegistry.storeContent): the events that name those are FileUploaded.blob_key,
  * BatchValidated.input_blob_key (the input file's), and batch output and error files, which are
- * files, so such a blob's standing is its file's. And a batch's work file, under
+ * files, so such a blob's standing is its file's. A batch's work file, under
  * batches/<batch_id>/work.jsonl, named by BatchValidated.work_blob_key: it stands while its batch
- * runs and is to go once the batch is over. Staged checkpoints live on local disk, not here.
+ * runs and is to go once the batch is over. And its chunks' rendered output lines, under
+ * batches/<batch_id>/parts/ (ChunkOutputParts), which stand as long as the batch is not over.
+ * Staged checkpoints live on local disk, not here.
  */
 export class BlobReferences {
   constructor(private readonly deps: { eventStore: EventStore; filesQueries: FilesQueries }) {}
@@ -30,6 +33,8 @@ export class BlobReferences {
   async standingOf(key: string): Promise<BlobStanding> {
     const batchId = batchIdOfWorkFileKey(key);
     if (batchId !== undefined) return this.workFileStanding(batchId, key);
+    const partOf = batchIdOfChunkPartKey(key);
+    if (partOf !== undefined) return this.chunkPartStanding(partOf);
     const fileId = fileIdOfBlobKey(key);
     if (fileId === undefined) return 'foreign';
     const status = this.deps.filesQueries.statusOf(fileId);
@@ -46,6 +51,13 @@ export class BlobReferences {
   private async workFileStanding(batchId: string, key: string): Promise<BlobStanding> {
     const { state } = await loadState(this.deps.eventStore, batchStreamName(batchId), batchDecider);
     if (state.status === 'absent' || state.validation?.work_blob_key !== key) return 'unrecorded';
+    return FINAL_STATUSES.includes(state.status) ? 'removed' : 'content';
+  }
+
+  /** A chunk's rendered lines stand while its batch is not over. */
+  private async chunkPartStanding(batchId: string): Promise<BlobStanding> {
+    const { state } = await loadState(this.deps.eventStore, batchStreamName(batchId), batchDecider);
+    if (state.status === 'absent') return 'unrecorded';
     return FINAL_STATUSES.includes(state.status) ? 'removed' : 'content';
   }
 }

@@ -10,6 +10,7 @@ import { BatchValidator } from '../../processors/batch-validator.js';
 import { BlobDebrisSweeper } from '../../processors/blob-debris-sweeper.js';
 import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../../processors/event-relay.js';
 import { FileExpirySweeper } from '../../processors/file-expiry-sweeper.js';
+import { ChunkOutputParts } from '../../processors/chunk-output-parts.js';
 import { InteractiveLoadListener, InteractiveLoadReporter } from '../../processors/interactive-load-exchange.js';
 import { WebhookDeliverer } from '../../processors/webhook-deliverer.js';
 import { WorkConsumer } from '../../processors/work-consumer.js';
@@ -97,6 +98,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       log: logger.child({ component: 'batch-runner' }),
       parallelChunks: config.batchParallelChunks,
       tracing,
+      parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
     });
     // No new line of batch work goes out once a stop begins; lines already sent are waited for and recorded.
     lifecycle.whenStopBegins(() => runner.stop());
@@ -124,6 +126,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       tracing,
       scratchDir: scratchDirOf(config),
       discardWorkFile: (key) => adapters.blobStore.delete(key),
+      parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
     });
     // Time is not an event: the finalizers start the expiry of overdue batches.
     const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });

@@ -1,0 +1,130 @@
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import OpenAI, { toFile } from 'openai';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChunkOutputParts, inLineOrder } from '../processors/chunk-output-parts.js';
+import { LineOutcomeLog } from '../src/application/line-outcomes.js';
+import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
+import { chunkPartsPrefix, renderChunk } from '../src/domain/batch-output.js';
+import type { LineOutcome } from '../src/domain/line-outcome.js';
+import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
+import { FakeEngine } from './support/fake-engine.js';
+import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { type WholeService, startTestService, tempDir } from './support/service.js';
+
+const completed = (line: number): LineOutcome => ({
+  type: 'LineCompleted',
+  data: { batch_id: 'batch_p', line, custom_id: `ok-${line}`, request_id: `req-${line}`, status_code: 200, body: { answer: line }, usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } },
+});
+const failed = (line: number): LineOutcome => ({
+  type: 'LineFailed',
+  data: { batch_id: 'batch_p', line, custom_id: `bad-${line}`, request_id: null, status_code: 400, body: { error: { message: 'no' } }, error: { code: 'invalid_prompt', message: 'no' }, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } },
+});
+
+async function text(stream: AsyncIterable<Buffer> | undefined): Promise<string | undefined> {
+  if (!stream) return undefined;
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return Buffer.concat(chunks).toString();
+}
+
+describe('chunk output parts', () => {
+  it('are written only once every line of the chunk has its outcome, hold what rendering the outcomes gives, and go with discard()', async () => {
+    const directory = tempDir('chunk-parts');
+    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
+    const blobStore = new LocalBlobStore(join(directory, 'blobs'));
+    const outcomes = new LineOutcomeLog(eventStore);
+    const parts = new ChunkOutputParts({ blobStore, outcomes, log: pino({ level: 'silent' }) });
+    try {
+      const chunk = { batch_id: 'batch_p', chunk: 0, lines: 3 };
+      await outcomes.record('batch_p', 0, [completed(3), failed(1)], 'test');
+      expect(await parts.write(chunk)).toBe(false);
+      expect(await parts.open('batch_p', 0, 'output')).toBeUndefined();
+      expect(await parts.open('batch_p', 0, 'error')).toBeUndefined();
+
+      await outcomes.record('batch_p', 0, [completed(2)], 'test');
+      expect(await parts.write(chunk)).toBe(true);
+      const inOrder = inLineOrder(await outcomes.read('batch_p', 0));
+      const output = await text(await parts.open('batch_p', 0, 'output'));
+      expect(output).toBe(renderChunk('batch_p', 'output', inOrder));
+      expect(output!.split('\n').filter(Boolean).map((line) => JSON.parse(line).custom_id)).toEqual(['ok-2', 'ok-3']);
+      expect(await text(await parts.open('batch_p', 0, 'error'))).toBe(renderChunk('batch_p', 'error', inOrder));
+      // Written again (a redelivered chunk): the same bytes.
+      expect(await parts.write(chunk)).toBe(true);
+      expect(await text(await parts.open('batch_p', 0, 'output'))).toBe(output);
+
+      // A chunk without failed lines has an empty error part, not a missing one.
+      await outcomes.record('batch_p', 1, [completed(4)], 'test');
+      expect(await parts.write({ batch_id: 'batch_p', chunk: 1, lines: 1 })).toBe(true);
+      expect(await text(await parts.open('batch_p', 1, 'error'))).toBe('');
+
+      await parts.discard('batch_p');
+      const left: string[] = [];
+      for await (const key of blobStore.list(chunkPartsPrefix('batch_p'))) left.push(key);
+      expect(left).toEqual([]);
+      expect(await parts.open('batch_p', 0, 'output')).toBeUndefined();
+    } finally {
+      await eventStore.close();
+    }
+  });
+});
+
+describe('a batch finalized from chunk parts', () => {
+  const engine = new FakeEngine();
+  const logged: Array<Record<string, unknown>> = [];
+  let service: WholeService;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    await engine.start();
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split('\n')) if (line) logged.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    service = await startTestService({
+      env: { ENGINE_BASE_URL: engine.url, ENGINE_BACKOFF_MS: '10', ENGINE_MAX_ATTEMPTS: '1', ENGINE_CONCURRENCY: '2', BATCH_CHUNK_LINES: '2', BATCH_PARALLEL_CHUNKS: '1' },
+      logger: pino({ level: 'info' }, sink),
+    });
+    client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    expect((await reserveJob(service.url, { job_id: 'parts-job', model: 'tiny-chat', use_case: 'parts', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await service.close();
+    await engine.stop();
+  });
+
+  it('has the bytes rendering every outcome at the end gives, copies the parts of the chunks done before the end, and leaves none behind', async () => {
+    const lines = Array.from({ length: 11 }, (_, index) => (index % 4 === 1 ? chatLine(`bad-${index}`, `refuse [fail:400]`) : chatLine(`ok-${index}`, `hello ${index}`)));
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n') + '\n'), 'parts.jsonl'), purpose: 'batch' });
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'parts-job' });
+    const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+    expect(done.status).toBe('completed');
+    expect(done.request_counts).toEqual({ completed: 8, failed: 3, total: 11 });
+
+    // What the finalizer renders from the outcomes alone, chunk by chunk in line order.
+    const outcomes = new LineOutcomeLog(service.eventStore);
+    let expectedOutput = '';
+    let expectedErrors = '';
+    for (let chunk = 0; chunk < 6; chunk++) {
+      const events = inLineOrder(await outcomes.read(created.id, chunk));
+      expectedOutput += renderChunk(created.id, 'output', events);
+      expectedErrors += renderChunk(created.id, 'error', events);
+    }
+    const download = async (id: string | null | undefined) => Buffer.from(await (await client.files.content(id!)).arrayBuffer()).toString();
+    expect(await download(done.output_file_id)).toBe(expectedOutput);
+    expect(await download(done.error_file_id)).toBe(expectedErrors);
+    expect(expectedOutput.split('\n').filter(Boolean).map((line) => JSON.parse(line).custom_id)).toEqual(['ok-0', 'ok-2', 'ok-3', 'ok-4', 'ok-6', 'ok-7', 'ok-8', 'ok-10']);
+
+    // One chunk runs at a time: all but the last were done, and rendered, before the batch ended.
+    // The finalizer logs once the batch is over, its parts discarded, a moment after the status shows.
+    const finishedLog = () => logged.find((entry) => entry.batch_id === created.id && typeof entry.chunks_rendered_ahead === 'number');
+    for (const deadline = Date.now() + 5_000; !finishedLog() && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(finishedLog()?.chunks_rendered_ahead).toBeGreaterThanOrEqual(4);
+    const left: string[] = [];
+    for await (const key of service.blobStore.list(chunkPartsPrefix(created.id))) left.push(key);
+    expect(left).toEqual([]);
+  });
+});
