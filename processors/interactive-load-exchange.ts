@@ -7,7 +7,9 @@ import { RepeatingTask } from './repeating-task.js';
 /** A model's replicas as the exchange sees them (ReplicaPool). */
 export interface InteractivePool {
   interactiveEstimate(): { arrivalsPerSecond: number; latencyMs: number } | undefined;
-  observeRemoteInteractive(source: string, load: number, share: FleetShare): void;
+  /** The median of how much later than the engine's floor its interactive requests came since the last call, ms (each call starts anew). */
+  interactiveQueueing?(): number | undefined;
+  observeRemoteInteractive(source: string, load: number, share: FleetShare, queuedMs?: number): void;
 }
 
 /** How often an API process reports its interactive load: the inference processors' reserve follows it within about this. */
@@ -15,7 +17,8 @@ export const REPORT_INTERVAL_MS = 1_000;
 
 /**
  * Publishes, about once a second, the interactive traffic this process serves on each model
- * (arrival rate and mean time in service), while it has any. On the Kafka shape the API serves
+ * (arrival rate and mean time in service, and how long its requests waited inside the engines
+ * lately), while it has any. On the Kafka shape the API serves
  * /compat/v1 and the inference processors send batch lines to the same engines; they read these
  * reports (InteractiveLoadListener) to keep slots free for traffic they never see.
  */
@@ -48,9 +51,17 @@ export class InteractiveLoadReporter {
     const at = (this.deps.now ?? Date.now)();
     const messages = [];
     for (const { model, pool } of this.deps.pools()) {
+      const queuedMs = pool.interactiveQueueing?.();
       const estimate = pool.interactiveEstimate();
       if (!estimate) continue;
-      const value = this.deps.schemas.encodeInteractiveLoad({ model, source: this.deps.source, arrivals_per_second: estimate.arrivalsPerSecond, latency_ms: estimate.latencyMs, at });
+      const value = this.deps.schemas.encodeInteractiveLoad({
+        model,
+        source: this.deps.source,
+        arrivals_per_second: estimate.arrivalsPerSecond,
+        latency_ms: estimate.latencyMs,
+        ...(queuedMs !== undefined ? { queued_ms: Math.max(0, queuedMs) } : {}),
+        at,
+      });
       messages.push({ key: model, value });
     }
     if (messages.length > 0) await this.deps.messageLog.publish(INTERACTIVE_LOAD_TOPIC, messages);
@@ -104,7 +115,7 @@ export class InteractiveLoadListener {
       if (!pool) return;
       // Little's law: requests in service = arrivals per second × seconds in service.
       const load = (report.arrivals_per_second * report.latency_ms) / 1000;
-      pool.observeRemoteInteractive(report.source, load, this.deps.share());
+      pool.observeRemoteInteractive(report.source, load, this.deps.share(), report.queued_ms);
       this.applied += 1;
     });
   }

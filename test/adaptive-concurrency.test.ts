@@ -253,6 +253,37 @@ describe('adaptive concurrency', () => {
     expect(Math.max(...seen.slice(-1000))).toBeGreaterThanOrEqual(60);
   });
 
+  it('gives a slot back when told another process’s interactive requests queue in the engine, stays there while they are served until the probe gap, and never below half what the probe found', () => {
+    const latencyAt = (inFlight: number) => 100 * Math.max(1, inFlight / 32);
+    const limiter = new AdaptiveConcurrency({ ceiling: 128, interactiveProbeGapMs: 60_000 });
+    limiter.interactiveTraffic(true);
+    const clock = { t: 0 };
+    // Slow start and its cut: the engine's 32 slots found.
+    drive(limiter, clock, 3_000, latencyAt);
+    const found = limiter.limit;
+    expect(found).toBeGreaterThanOrEqual(31);
+    expect(found).toBeLessThanOrEqual(33);
+    // Another process (the API) says its interactive requests wait inside the engine.
+    expect(limiter.yieldSlot(clock.t)).toBe(true);
+    expect(limiter.limit).toBe(found - 1);
+    // The latency at that level is the floor: without the yield's hold it would grow straight back.
+    const seen = drive(limiter, clock, 3_000, () => 100);
+    expect(Math.max(...seen)).toBe(found - 1);
+    // Once the probe gap has passed, it may grow again.
+    clock.t += 60_000;
+    expect(Math.max(...drive(limiter, clock, 3_000, () => 100))).toBeGreaterThan(found - 1);
+    // Told again and again, it stops at half of what the last probe found.
+    const lowest = new AdaptiveConcurrency({ ceiling: 128 });
+    lowest.interactiveTraffic(true);
+    const time = { t: 0 };
+    drive(lowest, time, 3_000, latencyAt);
+    const probed = lowest.limit;
+    let yielded = 0;
+    while (lowest.yieldSlot(time.t)) yielded += 1;
+    expect(lowest.limit).toBe(Math.ceil(probed / 2));
+    expect(yielded).toBe(probed - Math.ceil(probed / 2));
+  });
+
   it('a rise at what the engine already served is not its own queue: a stall passes, a lasting rise goes to what the engine serves now', () => {
     const limiter = new AdaptiveConcurrency({ ceiling: 32 });
     const clock = { t: 0 };

@@ -85,6 +85,82 @@ describe('the engine I/O thread', () => {
   });
 });
 
+describe('interactive requests queueing in an engine shared with another process', () => {
+  const pool = (url: string, concurrency: number, learnCapacity = true) =>
+    new ReplicaPool('m', [{ replica: new HttpReplica('r', 'openai', url, { timeoutMs: 10_000 }), concurrency }], { maxAttempts: 1, backoffMs: 10, cooldownMs: 1000, learnCapacity });
+  /** Keeps `count` requests of the class in flight on the pool until stopped. */
+  const keepBusy = (target: ReplicaPool, count: number, serviceClass: 'batch' | 'interactive') => {
+    let running = true;
+    const loops = Array.from({ length: count }, async (_, index) => {
+      while (running) expect((await target.infer({ ...chat(`${serviceClass} ${index}`), serviceClass })).statusCode).toBe(200);
+    });
+    return async () => {
+      running = false;
+      await Promise.all(loops);
+    };
+  };
+  /** One at a time, each after a pause of its own: requests sent as the last is answered would keep one phase to the engine's other work. */
+  const interactive = async (target: ReplicaPool, count: number) => {
+    for (let index = 0; index < count; index++) {
+      await new Promise((resolve) => setTimeout(resolve, (index * 17) % 50));
+      expect((await target.infer({ ...chat(`interactive ${index}`), serviceClass: 'interactive' })).statusCode).toBe(200);
+    }
+  };
+
+  it('the API process measures how much later than the floor its interactive requests come: about nothing on a free engine, the wait for a slot on a full one', async () => {
+    const url = await upstream(50, 2);
+    const api = pool(url, 4);
+    // The floor is learned on the free engine.
+    await interactive(api, 24);
+    const free = api.interactiveQueueing();
+    expect(free).toBeDefined();
+    expect(free!).toBeLessThan(3);
+    // Asked again at once: nothing answered since, nothing to say.
+    expect(api.interactiveQueueing()).toBeUndefined();
+    // Another process (its limit a fixed 2) keeps both slots of the engine busy: each interactive request waits for one.
+    const stop = keepBusy(pool(url, 2, false), 2, 'batch');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await interactive(api, 12);
+      expect(api.interactiveQueueing()!).toBeGreaterThan(5);
+    } finally {
+      await stop();
+    }
+  });
+
+  it('an inference processor whose batch work fills the engine gives one slot back per report of queueing interactive requests, at most one every few seconds', async () => {
+    const processor = pool(await upstream(50, 8), 32);
+    const stop = keepBusy(processor, 40, 'batch');
+    try {
+      // Slow start finds the engine's 8 slots (a probe may still be settling: wait until it holds).
+      let limit = 0;
+      for (let round = 0; round < 50; round++) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const now = processor.state()[0]!.limit;
+        if (now === limit && now >= 6) break;
+        limit = now;
+      }
+      limit = processor.state()[0]!.limit;
+      expect(limit).toBeGreaterThanOrEqual(6);
+      // Below the slack: the hosts' own delays, not a queue for a slot.
+      processor.observeRemoteInteractive('api-host:1', 1, 1, 1);
+      expect(processor.state()[0]!.limit).toBe(limit);
+      processor.observeRemoteInteractive('api-host:1', 1, 1, 25);
+      expect(processor.state()[0]!.limit).toBe(limit - 1);
+      // The next report, a second later, still shows the queue of before the slot was given back.
+      processor.observeRemoteInteractive('api-host:1', 1, 1, 25);
+      expect(processor.state()[0]!.limit).toBe(limit - 1);
+    } finally {
+      await stop();
+    }
+    // A processor with no batch work on the engine is not the cause: it keeps its limit.
+    const idle = pool(await upstream(50, 8), 32);
+    const before = idle.state()[0]!.limit;
+    idle.observeRemoteInteractive('api-host:1', 1, 1, 25);
+    expect(idle.state()[0]!.limit).toBe(before);
+  });
+});
+
 describe('exchanges with a server in this process', () => {
   let server: Server;
   let url: string;

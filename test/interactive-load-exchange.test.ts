@@ -5,13 +5,19 @@ import { INTERACTIVE_LOAD_TOPIC, MessageSchemas } from '../src/message-log/topic
 
 /** A model's pool as the exchange sees it: what it serves itself, and what it is told of others. */
 class RecordingPool implements InteractivePool {
-  readonly told: Array<{ source: string; load: number; share: number }> = [];
-  constructor(private readonly own: { arrivalsPerSecond: number; latencyMs: number } | undefined) {}
+  readonly told: Array<{ source: string; load: number; share: number; queuedMs?: number }> = [];
+  constructor(
+    private readonly own: { arrivalsPerSecond: number; latencyMs: number } | undefined,
+    private readonly queueing?: number,
+  ) {}
   interactiveEstimate() {
     return this.own;
   }
-  observeRemoteInteractive(source: string, load: number, share: number): void {
-    this.told.push({ source, load, share });
+  interactiveQueueing() {
+    return this.queueing;
+  }
+  observeRemoteInteractive(source: string, load: number, share: number, queuedMs?: number): void {
+    this.told.push({ source, load, share, ...(queuedMs !== undefined ? { queuedMs } : {}) });
   }
 }
 
@@ -28,7 +34,8 @@ describe('interactive load between processes (over the message log)', () => {
       messageLog,
       schemas,
       pools: () => [
-        { model: 'busy', pool: new RecordingPool({ arrivalsPerSecond: 20, latencyMs: 100 }) },
+        // Its interactive requests came 7.5 ms later than the engine's floor (the median), lately.
+        { model: 'busy', pool: new RecordingPool({ arrivalsPerSecond: 20, latencyMs: 100 }, 7.5) },
         { model: 'idle', pool: new RecordingPool(undefined) },
       ],
       source: 'api-host:1',
@@ -62,7 +69,7 @@ describe('interactive load between processes (over the message log)', () => {
       while (listener.applied < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
       await new Promise((resolve) => setTimeout(resolve, 100));
       // 20/s × 0.1 s = 2 requests in service, of whose reserve this processor keeps half.
-      expect(busy.told).toEqual([{ source: 'api-host:1', load: 2, share: 0.5 }]);
+      expect(busy.told).toEqual([{ source: 'api-host:1', load: 2, share: 0.5, queuedMs: 7.5 }]);
       expect(idle.told).toEqual([]);
       expect(listener.applied).toBe(1);
     } finally {

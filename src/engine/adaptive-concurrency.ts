@@ -150,8 +150,10 @@ export class AdaptiveConcurrency {
   /** The limit the cut that ended the previous probe left. */
   private lastCutTo: number | undefined;
   private interactiveRecent = false;
-  /** Where the last probe's cut left the limit, and when. */
+  /** Where the last probe's cut left the limit, and when (yieldSlot() lowers it). */
   private probeLevel: number | undefined;
+  /** What the last probe (or slow start) found the engine to serve. */
+  private probeFound: number | undefined;
   private probeEndedAt = Number.NEGATIVE_INFINITY;
   /** A probe's cut was made: the first window at the new level may still trim it (settle()). */
   private settling = false;
@@ -266,6 +268,33 @@ export class AdaptiveConcurrency {
     this.interactiveRecent = recent;
   }
 
+  /**
+   * Another process's interactive requests wait inside the engine for a slot (on the Kafka shape
+   * the API says so; see ReplicaPool.observeRemoteInteractive): one request fewer from `at` on,
+   * and no regrowth past that level while interactive requests are served until the next probe
+   * may start. Needed where several processes each learn a limit on one engine: each sees the
+   * latency of its own requests only, and their limits can together hold every slot of the
+   * engine without any batch request queueing (processors that cut one after the other each read
+   * Little's law off a window the other had crowded, and kept 17 + 17 of 32 slots). Not below half
+   * what the last probe found: a batching engine's latency also rises with load, and a batch is
+   * promised most of the capacity interactive traffic leaves idle. True when the limit went down.
+   */
+  yieldSlot(at: number): boolean {
+    const to = this.limit - 1;
+    if (to < Math.max(1, Math.ceil((this.probeFound ?? this.limit) / 2))) return false;
+    this.estimate = to;
+    this.lastCutTo = Math.min(this.lastCutTo ?? to, to);
+    this.probeLevel = Math.min(this.probeLevel ?? to, to);
+    this.probeEndedAt = at;
+    this.holdLeft = Math.max(this.holdLeft, this.minHoldWindows);
+    this.lastCutAt = at;
+    this.settling = false;
+    this.crowdedWindows = 0;
+    this.servedWhileCrowded = 0;
+    this.window = new LatencyWindow();
+    return true;
+  }
+
   /** Load gauges scraped from the engine at `at` (see engineLoadFrom). */
   observeLoad(load: EngineLoad, at: number): void {
     this.load = { value: load, at };
@@ -363,6 +392,7 @@ export class AdaptiveConcurrency {
     this.estimate = Math.max(1, serving);
     this.lastCutTo = Math.floor(this.estimate);
     this.probeLevel = this.lastCutTo;
+    this.probeFound = this.lastCutTo;
     this.lastCutAt = completedAt;
     this.window = new LatencyWindow();
     return true;
@@ -402,6 +432,7 @@ export class AdaptiveConcurrency {
       this.holdLeft = this.holdWindows;
       this.lastCutTo = Math.floor(this.estimate);
       this.probeLevel = this.lastCutTo;
+      this.probeFound = this.lastCutTo;
       this.probeEndedAt = completedAt;
       this.settling = true;
     } else if (kind === 'known') {

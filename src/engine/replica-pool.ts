@@ -26,6 +26,8 @@ interface Member {
   readonly ceiling: number;
   downUntil: number;
   failures: number;
+  /** When it last gave a slot back to another process's interactive requests (yieldToInteractive). */
+  yieldedAt: number;
 }
 
 /** A request waiting in the scheduler for a slot. */
@@ -38,6 +40,16 @@ const HANDOVER_MS = 50;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
+/**
+ * Interactive requests answered this much later than the engine's uncrowded latency (the median of
+ * a report's) waited inside it for a slot: 3 ms, or 3% of the latency for long requests. Below it,
+ * the hosts' own delays; an engine with a slot free answers within about 1 ms of its floor here.
+ */
+const INTERACTIVE_QUEUE_SLACK = { ms: 3, ofFloor: 0.03 };
+/** The least time between two slots a replica gives back: a report reflects the last one a second or two later. */
+const YIELD_GAP_MS = 3_000;
+/** Interactive answers a queueing report needs (fewer say nothing), and the most kept between reports. */
+const QUEUEING_SAMPLES = { least: 5, most: 2_000 };
 
 /**
  * The replicas of one model, behind one scheduler (scheduler.ts): interactive requests before
@@ -53,6 +65,8 @@ export class ReplicaPool implements InferenceEngine {
   private readonly scheduler = new FleetScheduler<Waiting>();
   private nextId = 0;
   private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
+  /** Interactive answers since interactiveQueueing() was last asked: how far above its replica's latency floor each came, ms. */
+  private interactiveExcess: number[] = [];
 
   constructor(
     readonly model: string,
@@ -68,6 +82,7 @@ export class ReplicaPool implements InferenceEngine {
       ceiling: concurrency,
       downUntil: 0,
       failures: 0,
+      yieldedAt: Number.NEGATIVE_INFINITY,
     }));
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
   }
@@ -92,10 +107,44 @@ export class ReplicaPool implements InferenceEngine {
     return { queued: this.scheduler.queued(), inFlight: this.scheduler.inFlight() };
   }
 
-  /** Interactive load another process serves on these replicas, in requests in service, and this process's share of the fleet's batch work. */
-  observeRemoteInteractive(source: string, load: number, share: FleetShare = 1): void {
+  /**
+   * Interactive load another process serves on these replicas, in requests in service, and this
+   * process's share of the fleet's batch work. `queuedMs`: how much later than the engine's floor
+   * those requests were answered lately (the median); above the slack they wait inside the engine
+   * for a slot, and each replica whose batch work here fills what it may use gives one back.
+   */
+  observeRemoteInteractive(source: string, load: number, share: FleetShare = 1, queuedMs?: number): void {
     this.scheduler.observeRemoteInteractive(source, load, share);
+    if (queuedMs !== undefined) this.yieldToInteractive(queuedMs);
     this.dispatch();
+  }
+
+  /**
+   * The median of how much later than their replica's latency floor the interactive requests
+   * answered since the last call came (ms); undefined with too few of them. Each call starts anew.
+   */
+  interactiveQueueing(): number | undefined {
+    const samples = this.interactiveExcess;
+    this.interactiveExcess = [];
+    if (samples.length < QUEUEING_SAMPLES.least) return undefined;
+    samples.sort((a, b) => a - b);
+    const middle = samples.length >> 1;
+    return samples.length % 2 === 1 ? samples[middle]! : (samples[middle - 1]! + samples[middle]!) / 2;
+  }
+
+  /** A slot back from each replica whose batch work fills its share, at most one per YIELD_GAP_MS each (see AdaptiveConcurrency.yieldSlot). */
+  private yieldToInteractive(queuedMs: number): void {
+    if (this.settings.learnCapacity === false) return;
+    const now = Date.now();
+    for (const member of this.members) {
+      const floor = member.capacity.latencyFloorMs;
+      const slack = Math.max(INTERACTIVE_QUEUE_SLACK.ms, Number.isFinite(floor) ? INTERACTIVE_QUEUE_SLACK.ofFloor * floor : 0);
+      if (queuedMs <= slack || now - member.yieldedAt < YIELD_GAP_MS) continue;
+      const counts = this.scheduler.inFlight(member.replica.id);
+      // Only work this process holds back can make room: a replica it hardly uses is not the cause.
+      if (counts.batch + counts.background < this.limitOf(member) - Math.ceil(this.reservedOn(member) - 1e-9)) continue;
+      if (member.capacity.yieldSlot(now)) member.yieldedAt = now;
+    }
   }
 
   /** Slots batch and background work leave free for interactive requests now, across the replicas. */
@@ -171,6 +220,10 @@ export class ReplicaPool implements InferenceEngine {
         // use when that much batch work ran. Judged against the whole limit instead, it grew less
         // and interactive p99 beside a batch went from 1.01× to 1.45× (bench/FINDINGS.md).
         member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit });
+        const floor = member.capacity.latencyFloorMs;
+        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered' && Number.isFinite(floor) && this.interactiveExcess.length < QUEUEING_SAMPLES.most) {
+          this.interactiveExcess.push((engineLatencyMs ?? elapsedMs) - floor);
+        }
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }

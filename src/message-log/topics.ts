@@ -20,6 +20,8 @@ export interface InteractiveLoadMessage {
   source: string;
   arrivals_per_second: number;
   latency_ms: number;
+  /** How much later than the engine's floor its requests came lately (median, ms); absent with too few. */
+  queued_ms?: number;
   at: number;
 }
 
