@@ -28,6 +28,8 @@ interface Member {
   failures: number;
   /** When it last gave a slot back to another process's interactive requests (yieldToInteractive). */
   yieldedAt: number;
+  /** Reports in a row of interactive requests queueing above the slack. */
+  queueingReports: number;
 }
 
 /** A request waiting in the scheduler for a slot. */
@@ -42,10 +44,12 @@ const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
 /**
  * Interactive requests answered this much later than the engine's uncrowded latency (the median of
- * a report's) waited inside it for a slot: 3 ms, or 3% of the latency for long requests. Below it,
- * the hosts' own delays; an engine with a slot free answers within about 1 ms of its floor here.
+ * a report's), in `reports` reports in a row, waited inside it for a slot: 5 ms, or 5% of the
+ * latency for long requests. With a slot free the medians of one second's 20 requests came 1 to
+ * 5 ms above the floor, one second in ten more; with every slot taken, 5 to 20 ms, second after
+ * second (bench/FINDINGS.md).
  */
-const INTERACTIVE_QUEUE_SLACK = { ms: 3, ofFloor: 0.03 };
+const INTERACTIVE_QUEUE_SLACK = { ms: 5, ofFloor: 0.05, reports: 2 };
 /** The least time between two slots a replica gives back: a report reflects the last one a second or two later. */
 const YIELD_GAP_MS = 3_000;
 /** Interactive answers a queueing report needs (fewer say nothing), and the most kept between reports. */
@@ -83,6 +87,7 @@ export class ReplicaPool implements InferenceEngine {
       downUntil: 0,
       failures: 0,
       yieldedAt: Number.NEGATIVE_INFINITY,
+      queueingReports: 0,
     }));
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
   }
@@ -132,14 +137,15 @@ export class ReplicaPool implements InferenceEngine {
     return samples.length % 2 === 1 ? samples[middle]! : (samples[middle - 1]! + samples[middle]!) / 2;
   }
 
-  /** A slot back from each replica whose batch work fills its share, at most one per YIELD_GAP_MS each (see AdaptiveConcurrency.yieldSlot). */
+  /** A slot back from each replica whose batch work fills its share, once queueing persists, at most one per YIELD_GAP_MS each (see AdaptiveConcurrency.yieldSlot). */
   private yieldToInteractive(queuedMs: number): void {
     if (this.settings.learnCapacity === false) return;
     const now = Date.now();
     for (const member of this.members) {
       const floor = member.capacity.latencyFloorMs;
       const slack = Math.max(INTERACTIVE_QUEUE_SLACK.ms, Number.isFinite(floor) ? INTERACTIVE_QUEUE_SLACK.ofFloor * floor : 0);
-      if (queuedMs <= slack || now - member.yieldedAt < YIELD_GAP_MS) continue;
+      member.queueingReports = queuedMs > slack ? member.queueingReports + 1 : 0;
+      if (member.queueingReports < INTERACTIVE_QUEUE_SLACK.reports || now - member.yieldedAt < YIELD_GAP_MS) continue;
       const counts = this.scheduler.inFlight(member.replica.id);
       // Only work this process holds back can make room: a replica it hardly uses is not the cause.
       if (counts.batch + counts.background < this.limitOf(member) - Math.ceil(this.reservedOn(member) - 1e-9)) continue;
