@@ -34,11 +34,11 @@ export class ChunkOutputParts {
   async write(chunk: PartChunk): Promise<boolean> {
     const outcomes = await this.outcomesOf(chunk);
     if (!outcomes) return false;
-    const output = renderChunk(chunk.batch_id, 'output', outcomes);
-    const error = renderChunk(chunk.batch_id, 'error', outcomes);
-    // The error part first: the output part's presence says both are there.
-    if (error) await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, 'error'), Readable.from([Buffer.from(error)]));
-    await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, 'output'), Readable.from([Buffer.from(output)]));
+    // Both, even empty: a missing part then only ever means "render it from the outcomes", also
+    // when another finalizer removed the parts between this one's reads of them.
+    for (const kind of ['error', 'output'] as const) {
+      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind), Readable.from([Buffer.from(renderChunk(chunk.batch_id, kind, outcomes))]));
+    }
     return true;
   }
 
@@ -51,15 +51,9 @@ export class ChunkOutputParts {
     }
   }
 
-  /**
-   * The chunk's rendered lines of one file: a stream of them, empty when the chunk has none, or
-   * undefined when its parts were not written (render them from the outcomes).
-   */
-  async open(batchId: string, chunk: number, kind: OutputKind): Promise<Readable | undefined> {
-    const outputKey = chunkPartBlobKey(batchId, chunk, 'output');
-    if (kind === 'output') return this.get(outputKey);
-    if (!(await this.deps.blobStore.head(outputKey))) return undefined;
-    return (await this.get(chunkPartBlobKey(batchId, chunk, 'error'))) ?? Readable.from([]);
+  /** The chunk's rendered lines of one file, or undefined when that part is not there (render them from the outcomes). */
+  open(batchId: string, chunk: number, kind: OutputKind): Promise<Readable | undefined> {
+    return this.get(chunkPartBlobKey(batchId, chunk, kind));
   }
 
   /** Removes the batch's parts once its files are written. */

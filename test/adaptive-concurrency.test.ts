@@ -282,6 +282,13 @@ describe('adaptive concurrency', () => {
     while (lowest.yieldSlot(time.t)) yielded += 1;
     expect(lowest.limit).toBe(Math.ceil(probed / 2));
     expect(yielded).toBe(probed - Math.ceil(probed / 2));
+    // With no probe to go by (the limit at its ceiling, never cut), half of where the first yield found it.
+    const capped = new AdaptiveConcurrency({ ceiling: 8 });
+    const at = { t: 0 };
+    drive(capped, at, 500, () => 100);
+    expect(capped.limit).toBe(8);
+    while (capped.yieldSlot(at.t));
+    expect(capped.limit).toBe(4);
   });
 
   it('a rise at what the engine already served is not its own queue: a stall passes, a lasting rise goes to what the engine serves now', () => {

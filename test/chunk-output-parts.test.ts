@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChunkOutputParts, inLineOrder } from '../processors/chunk-output-parts.js';
 import { LineOutcomeLog } from '../src/application/line-outcomes.js';
 import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
-import { chunkPartsPrefix, renderChunk } from '../src/domain/batch-output.js';
+import { chunkPartBlobKey, chunkPartsPrefix, renderChunk } from '../src/domain/batch-output.js';
 import type { LineOutcome } from '../src/domain/line-outcome.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -54,10 +54,15 @@ describe('chunk output parts', () => {
       expect(await parts.write(chunk)).toBe(true);
       expect(await text(await parts.open('batch_p', 0, 'output'))).toBe(output);
 
-      // A chunk without failed lines has an empty error part, not a missing one.
+      // A chunk without failed lines has an empty error part, not a missing one: missing means "render it".
       await outcomes.record('batch_p', 1, [completed(4)], 'test');
       expect(await parts.write({ batch_id: 'batch_p', chunk: 1, lines: 1 })).toBe(true);
       expect(await text(await parts.open('batch_p', 1, 'error'))).toBe('');
+      expect(await blobStore.head(chunkPartBlobKey('batch_p', 1, 'error'))).toEqual({ size: 0 });
+      // A part removed (another finalizer's clean-up) is missing, whatever became of the other one.
+      await blobStore.delete(chunkPartBlobKey('batch_p', 0, 'error'));
+      expect(await parts.open('batch_p', 0, 'error')).toBeUndefined();
+      expect(await text(await parts.open('batch_p', 0, 'output'))).toBe(output);
 
       await parts.discard('batch_p');
       const left: string[] = [];

@@ -145,7 +145,11 @@ describe('interactive requests queueing in an engine shared with another process
       // Below the slack: the hosts' own delays, not a queue for a slot.
       processor.observeRemoteInteractive('api-host:1', 1, 1, 1);
       expect(processor.state()[0]!.limit).toBe(limit);
-      // One report above it may be a stall of either host; two in a row are a queue.
+      // One report above it may be a stall of either host; two in a row from one API process are a
+      // queue (one each from two, or two broken by a report without the figure, are not).
+      processor.observeRemoteInteractive('api-host:1', 1, 1, 25);
+      processor.observeRemoteInteractive('api-host:2', 1, 1, 25);
+      processor.observeRemoteInteractive('api-host:1', 1, 1);
       processor.observeRemoteInteractive('api-host:1', 1, 1, 25);
       expect(processor.state()[0]!.limit).toBe(limit);
       processor.observeRemoteInteractive('api-host:1', 1, 1, 25);

@@ -27,10 +27,7 @@ export function renderChunk(batchId: string, kind: OutputKind, outcomes: Readonl
   return text;
 }
 
-/**
- * Where a chunk's rendered lines of one file are kept while its batch runs. The output part is
- * written last: once it exists, the error part exists too if the chunk has failed lines.
- */
+/** Where a chunk's rendered lines of one file are kept while its batch runs (both files' parts, even empty). */
 export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind): string => `batches/${batchId}/parts/${chunk}.${kind}.jsonl`;
 
 /** The prefix under which all of a batch's chunk parts are kept. */

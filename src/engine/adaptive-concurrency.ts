@@ -207,6 +207,16 @@ export class AdaptiveConcurrency {
     return this.floor()?.mean ?? Number.POSITIVE_INFINITY;
   }
 
+  /**
+   * The mean latency of an uncrowded window, in ms: the floor less the bias of being the lowest of
+   * the recent window means (Infinity before the first window). What a request's latency is
+   * compared with to tell how long it waited inside the engine.
+   */
+  get uncrowdedLatencyMs(): number {
+    const floor = this.floor();
+    return floor ? this.uncrowded(floor) : Number.POSITIVE_INFINITY;
+  }
+
   record(result: RequestResult): void {
     const completedAt = result.startedAt + result.latencyMs;
     if (result.outcome === 'failed') return;
@@ -280,8 +290,11 @@ export class AdaptiveConcurrency {
    * promised most of the capacity interactive traffic leaves idle. True when the limit went down.
    */
   yieldSlot(at: number): boolean {
+    // Without a probe yet (a limit at its ceiling, or one learned from the engine's gauges), the
+    // level of the first yield is what it holds half of.
+    this.probeFound ??= this.limit;
     const to = this.limit - 1;
-    if (to < Math.max(1, Math.ceil((this.probeFound ?? this.limit) / 2))) return false;
+    if (to < Math.max(1, Math.ceil(this.probeFound / 2))) return false;
     this.estimate = to;
     this.lastCutTo = Math.min(this.lastCutTo ?? to, to);
     this.probeLevel = Math.min(this.probeLevel ?? to, to);

@@ -28,8 +28,8 @@ interface Member {
   failures: number;
   /** When it last gave a slot back to another process's interactive requests (yieldToInteractive). */
   yieldedAt: number;
-  /** Reports in a row of interactive requests queueing above the slack. */
-  queueingReports: number;
+  /** Per API process, its reports in a row of interactive requests queueing above the slack. */
+  readonly queueingReports: Map<string, number>;
 }
 
 /** A request waiting in the scheduler for a slot. */
@@ -69,7 +69,7 @@ export class ReplicaPool implements InferenceEngine {
   private readonly scheduler = new FleetScheduler<Waiting>();
   private nextId = 0;
   private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
-  /** Interactive answers since interactiveQueueing() was last asked: how far above its replica's latency floor each came, ms. */
+  /** Interactive answers since interactiveQueueing() was last asked: how far above its replica's uncrowded latency each came, ms. */
   private interactiveExcess: number[] = [];
 
   constructor(
@@ -87,7 +87,7 @@ export class ReplicaPool implements InferenceEngine {
       downUntil: 0,
       failures: 0,
       yieldedAt: Number.NEGATIVE_INFINITY,
-      queueingReports: 0,
+      queueingReports: new Map(),
     }));
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
   }
@@ -114,18 +114,19 @@ export class ReplicaPool implements InferenceEngine {
 
   /**
    * Interactive load another process serves on these replicas, in requests in service, and this
-   * process's share of the fleet's batch work. `queuedMs`: how much later than the engine's floor
-   * those requests were answered lately (the median); above the slack they wait inside the engine
-   * for a slot, and each replica whose batch work here fills what it may use gives one back.
+   * process's share of the fleet's batch work. `queuedMs`: how much later than the engine's
+   * uncrowded latency those requests were answered lately (the median); above the slack in
+   * reports in a row from one source they wait inside the engine for a slot, and each replica
+   * whose batch work here fills what it may use gives one back.
    */
   observeRemoteInteractive(source: string, load: number, share: FleetShare = 1, queuedMs?: number): void {
     this.scheduler.observeRemoteInteractive(source, load, share);
-    if (queuedMs !== undefined) this.yieldToInteractive(queuedMs);
+    this.yieldToInteractive(source, queuedMs);
     this.dispatch();
   }
 
   /**
-   * The median of how much later than their replica's latency floor the interactive requests
+   * The median of how much later than their replica's uncrowded latency the interactive requests
    * answered since the last call came (ms); undefined with too few of them. Each call starts anew.
    */
   interactiveQueueing(): number | undefined {
@@ -138,14 +139,17 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   /** A slot back from each replica whose batch work fills its share, once queueing persists, at most one per YIELD_GAP_MS each (see AdaptiveConcurrency.yieldSlot). */
-  private yieldToInteractive(queuedMs: number): void {
+  private yieldToInteractive(source: string, queuedMs: number | undefined): void {
     if (this.settings.learnCapacity === false) return;
     const now = Date.now();
     for (const member of this.members) {
       const floor = member.capacity.latencyFloorMs;
       const slack = Math.max(INTERACTIVE_QUEUE_SLACK.ms, Number.isFinite(floor) ? INTERACTIVE_QUEUE_SLACK.ofFloor * floor : 0);
-      member.queueingReports = queuedMs > slack ? member.queueingReports + 1 : 0;
-      if (member.queueingReports < INTERACTIVE_QUEUE_SLACK.reports || now - member.yieldedAt < YIELD_GAP_MS) continue;
+      // In a row from one API process: a report without the figure (too few answers) breaks the row.
+      const inRow = queuedMs !== undefined && queuedMs > slack ? (member.queueingReports.get(source) ?? 0) + 1 : 0;
+      if (inRow > 0) member.queueingReports.set(source, inRow);
+      else member.queueingReports.delete(source);
+      if (inRow < INTERACTIVE_QUEUE_SLACK.reports || now - member.yieldedAt < YIELD_GAP_MS) continue;
       const counts = this.scheduler.inFlight(member.replica.id);
       // Only work this process holds back can make room: a replica it hardly uses is not the cause.
       if (counts.batch + counts.background < this.limitOf(member) - Math.ceil(this.reservedOn(member) - 1e-9)) continue;
@@ -226,9 +230,12 @@ export class ReplicaPool implements InferenceEngine {
         // use when that much batch work ran. Judged against the whole limit instead, it grew less
         // and interactive p99 beside a batch went from 1.01× to 1.45× (bench/FINDINGS.md).
         member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit });
-        const floor = member.capacity.latencyFloorMs;
-        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered' && Number.isFinite(floor) && this.interactiveExcess.length < QUEUEING_SAMPLES.most) {
-          this.interactiveExcess.push((engineLatencyMs ?? elapsedMs) - floor);
+        // Against the uncrowded latency, not the lowest window mean: that lies below what uncrowded
+        // requests take by about 2.6 standard errors, which for requests of mixed lengths alone
+        // would look like a queue.
+        const uncrowded = member.capacity.uncrowdedLatencyMs;
+        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered' && Number.isFinite(uncrowded) && this.interactiveExcess.length < QUEUEING_SAMPLES.most) {
+          this.interactiveExcess.push((engineLatencyMs ?? elapsedMs) - uncrowded);
         }
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
