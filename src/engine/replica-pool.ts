@@ -44,12 +44,12 @@ const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
 /**
  * Interactive requests answered this much later than the engine's uncrowded latency (the median of
- * a report's), in `reports` reports in a row, waited inside it for a slot: 5 ms, or 5% of the
- * latency for long requests. With a slot free the medians of one second's 20 requests came 1 to
- * 5 ms above the floor, one second in ten more; with every slot taken, 5 to 20 ms, second after
- * second (bench/FINDINGS.md).
+ * a report's), in `reports` reports in a row, waited inside it for a slot: 4 ms, or 4% of the
+ * latency for long requests. With a slot free the medians of one second's 20 requests came 0 to
+ * 2 ms above it, now and then a second 3 to 5 ms; with every slot taken, 2 to 20 ms, most seconds
+ * above 4 (bench/FINDINGS.md).
  */
-const INTERACTIVE_QUEUE_SLACK = { ms: 5, ofFloor: 0.05, reports: 2 };
+const INTERACTIVE_QUEUE_SLACK = { ms: 4, ofFloor: 0.04, reports: 2 };
 /** The least time between two slots a replica gives back: a report reflects the last one a second or two later. */
 const YIELD_GAP_MS = 3_000;
 /** Interactive answers a queueing report needs (fewer say nothing), and the most kept between reports. */
