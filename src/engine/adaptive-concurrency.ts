@@ -300,11 +300,8 @@ export class AdaptiveConcurrency {
     this.probeLevel = Math.min(this.probeLevel ?? to, to);
     this.probeEndedAt = at;
     this.holdLeft = Math.max(this.holdLeft, this.minHoldWindows);
-    this.lastCutAt = at;
     this.settling = false;
-    this.crowdedWindows = 0;
-    this.servedWhileCrowded = 0;
-    this.window = new LatencyWindow();
+    this.startOver(at);
     return true;
   }
 
@@ -406,8 +403,7 @@ export class AdaptiveConcurrency {
     this.lastCutTo = Math.floor(this.estimate);
     this.probeLevel = this.lastCutTo;
     this.probeFound = this.lastCutTo;
-    this.lastCutAt = completedAt;
-    this.window = new LatencyWindow();
+    this.startOver(completedAt);
     return true;
   }
 
@@ -452,8 +448,16 @@ export class AdaptiveConcurrency {
       this.lastCutTo = Math.min(this.lastCutTo ?? Number.POSITIVE_INFINITY, Math.floor(this.estimate));
       this.holdLeft = Math.min(this.holdLeft, this.minHoldWindows);
     }
-    this.lastCutAt = completedAt;
     this.slowStart = false;
+    this.startOver(completedAt);
+  }
+
+  /**
+   * The limit changed at `at`: answers to requests sent before describe the old one, and are not
+   * evidence (record() drops them); windows and crowding are counted afresh.
+   */
+  private startOver(at: number): void {
+    this.lastCutAt = at;
     this.crowdedWindows = 0;
     this.servedWhileCrowded = 0;
     this.window = new LatencyWindow();

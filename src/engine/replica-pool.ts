@@ -233,9 +233,10 @@ export class ReplicaPool implements InferenceEngine {
         // Against the uncrowded latency, not the lowest window mean: that lies below what uncrowded
         // requests take by about 2.6 standard errors, which for requests of mixed lengths alone
         // would look like a queue.
-        const uncrowded = member.capacity.uncrowdedLatencyMs;
-        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered' && Number.isFinite(uncrowded) && this.interactiveExcess.length < QUEUEING_SAMPLES.most) {
-          this.interactiveExcess.push((engineLatencyMs ?? elapsedMs) - uncrowded);
+        // Asked only for interactive answers: every batch line passes here.
+        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered' && this.interactiveExcess.length < QUEUEING_SAMPLES.most) {
+          const uncrowded = member.capacity.uncrowdedLatencyMs;
+          if (Number.isFinite(uncrowded)) this.interactiveExcess.push((engineLatencyMs ?? elapsedMs) - uncrowded);
         }
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
