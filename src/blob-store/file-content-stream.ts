@@ -5,7 +5,8 @@ const READ_BYTES = 64 * 1024;
 
 /**
  * A byte range of an open file, as a stream. Read as any Readable (async iteration, 'data'),
- * each read fills a new buffer, as fs.createReadStream does. Piped (an HTTP download), it reads
+ * each read fills a new buffer, as fs.createReadStream does, no larger than what is left of the
+ * range (give `end` for a small file). Piped (an HTTP download), it reads
  * into two buffers and reuses each once the destination's write callback says it has written it.
  *
  * Why piping is different: a download keeps the process busy with little else, so the young
