@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.js';
 import { applyHeapPolicy } from './heap-policy.js';
