@@ -32,6 +32,9 @@ export function prefixSignature(endpoint: BatchEndpoint, body: Record<string, un
   const { text, instructionsEnd } = rendered;
   // Where each level's prefix ends in the rendered text (undefined: no signature at that level).
   const ends = [instructionsEnd >= MIN_SHARED_PREFIX_CHARS ? instructionsEnd : undefined, ...PREFIX_DEPTHS_CHARS.map((depth) => (text.length >= MIN_SHARED_PREFIX_CHARS ? Math.min(depth, text.length) : undefined))];
+  // A short prompt has no level: no hash is made for it (a sha1 each was a sixth of validating
+  // 50,000 short lines).
+  if (ends.every((end) => end === undefined)) return ends;
   // One running hash over the text, read at each end in turn: every character is hashed once.
   const hash = createHash('sha1');
   let hashed = 0;
@@ -55,6 +58,8 @@ export function prefixSignature(endpoint: BatchEndpoint, body: Record<string, un
 export class PrefixSignatureTable {
   private readonly firstOfPath = new Map<string, number>();
   readonly keys: number[][] = [];
+  /** Whether two lines share a path at some level: without, every key is the line's own position. */
+  private shared = false;
 
   /** Adds the next line in file order. */
   add(signature: readonly (string | undefined)[]): void {
@@ -72,6 +77,8 @@ export class PrefixSignatureTable {
       if (first === undefined) {
         first = position;
         this.firstOfPath.set(key, first);
+      } else {
+        this.shared = true;
       }
       keys.push(first);
       // The first line's position names the path from here on, which keeps keys short.
@@ -82,7 +89,8 @@ export class PrefixSignatureTable {
 
   /** The order to run the lines in, as positions in the file; undefined when it is file order. */
   order(): number[] | undefined {
-    return prefixOrder(this.keys);
+    // No sort of 50,000 positions to find the file's own order.
+    return this.shared ? prefixOrder(this.keys) : undefined;
   }
 }
 
