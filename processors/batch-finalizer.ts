@@ -15,6 +15,12 @@ import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-
 import { NO_TRACING, type Tracing } from '../src/tracing.js';
 import { InputOrderSpill } from './input-order-spill.js';
 
+/**
+ * Chunks' parts opened (and their first bytes read) ahead of the one being copied: one part after
+ * another, each open and read waiting on the disk (or S3), left the finalizer idle about 40% of the time.
+ */
+const PARTS_AHEAD = 4;
+
 const CORRELATION = { correlationId: 'batch-finalizer' };
 
 /**
@@ -121,15 +127,38 @@ export class BatchFinalizer {
    */
   private async *lines(batch: BatchRow, kind: OutputKind, renderedAhead: { chunks: number }): AsyncGenerator<string | Buffer> {
     if (!batch.work_blob_key) {
-      for (const chunk of this.deps.queries.chunks(batch.id)) {
-        const part = await this.deps.parts?.open(batch.id, chunk.chunk, kind);
-        if (part) {
-          renderedAhead.chunks += 1;
-          yield* part as AsyncIterable<Buffer>;
-          continue;
+      const chunks = [...this.deps.queries.chunks(batch.id)];
+      const ahead = new Map<number, Promise<Readable | undefined>>();
+      const openAhead = (from: number) => {
+        const parts = this.deps.parts;
+        if (!parts) return;
+        for (let at = from; at < Math.min(chunks.length, from + PARTS_AHEAD); at++) {
+          if (ahead.has(at)) continue;
+          const opening = parts.open(batch.id, chunks[at]!.chunk, kind).then((part) => {
+            // Its first read starts now; an error is seen where the part is copied.
+            part?.on('error', () => undefined).read(0);
+            return part;
+          });
+          opening.catch(() => undefined);
+          ahead.set(at, opening);
         }
-        const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunk));
-        if (text) yield text;
+      };
+      try {
+        for (let at = 0; at < chunks.length; at++) {
+          openAhead(at);
+          const part = await ahead.get(at);
+          ahead.delete(at);
+          if (part) {
+            renderedAhead.chunks += 1;
+            yield* part as AsyncIterable<Buffer>;
+            continue;
+          }
+          const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!));
+          if (text) yield text;
+        }
+      } finally {
+        // Parts opened ahead of a copy that stopped are closed.
+        for (const opening of ahead.values()) opening.then((part) => part?.destroy(), () => undefined);
       }
       return;
     }
