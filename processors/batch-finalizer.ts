@@ -37,7 +37,7 @@ export class BatchFinalizer {
       outcomes: LineOutcomeLog;
       files: FileRegistry;
       clock: Clock;
-      log: Pick<Logger, 'info'>;
+      log: Pick<Logger, 'info' | 'warn'>;
       /** Told of each finished batch's margin: its deadline minus its completion, in seconds. */
       onFinished?: (deadlineMarginSeconds: number | undefined) => void;
       tracing?: Tracing;
@@ -101,8 +101,19 @@ export class BatchFinalizer {
 
   private async writeFile(batch: BatchRow, kind: OutputKind, renderedAhead = { chunks: 0 }): Promise<string> {
     const fileId = derivedId('file-', `${batch.id}/${kind}`);
-    const lines = this.lines(batch, kind, renderedAhead);
-    const content = await this.deps.files.storeContent(fileId, Readable.from(lines), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
+    const store = (parts: boolean, written: { lines: number }) =>
+      this.deps.files.storeContent(fileId, Readable.from(this.lines(batch, kind, renderedAhead, written, parts)), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
+    const written = { lines: 0 };
+    let content = await store(true, written);
+    // Every completed line is in the output file and every failed one in the error file. A part
+    // short of its chunk's lines (read from a store whose put is not atomic while the part was
+    // written again: s3rver truncates an object it replaces) must not make a short file.
+    const expected = kind === 'output' ? batch.completed : batch.failed;
+    if (renderedAhead.chunks > 0 && written.lines !== expected) {
+      this.deps.log.warn({ batch_id: batch.id, kind, lines: written.lines, expected }, 'chunk parts did not hold every line of the file: rendering it from the outcomes');
+      renderedAhead.chunks = 0;
+      content = await store(false, { lines: 0 });
+    }
     const createdAt = this.deps.clock.nowSeconds();
     const expiresAfter = batch.output_expires_after ? (JSON.parse(batch.output_expires_after) as { seconds: number }) : null;
     const facts: FileFacts = {
@@ -125,12 +136,12 @@ export class BatchFinalizer {
    * The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. Chunks of
    * a work file hold lines from all over the input: their lines are put back in order on local disk.
    */
-  private async *lines(batch: BatchRow, kind: OutputKind, renderedAhead: { chunks: number }): AsyncGenerator<string | Buffer> {
+  private async *lines(batch: BatchRow, kind: OutputKind, renderedAhead: { chunks: number }, written: { lines: number }, useParts: boolean): AsyncGenerator<string | Buffer> {
     if (!batch.work_blob_key) {
       const chunks = [...this.deps.queries.chunks(batch.id)];
       const ahead = new Map<number, Promise<Readable | undefined>>();
       const openAhead = (from: number) => {
-        const parts = this.deps.parts;
+        const parts = useParts ? this.deps.parts : undefined;
         if (!parts) return;
         for (let at = from; at < Math.min(chunks.length, from + PARTS_AHEAD); at++) {
           if (ahead.has(at)) continue;
@@ -150,10 +161,14 @@ export class BatchFinalizer {
           ahead.delete(at);
           if (part) {
             renderedAhead.chunks += 1;
-            yield* part as AsyncIterable<Buffer>;
+            for await (const piece of part as AsyncIterable<Buffer>) {
+              written.lines += newlines(piece);
+              yield piece;
+            }
             continue;
           }
           const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!));
+          written.lines += newlines(text);
           if (text) yield text;
         }
       } finally {
@@ -189,4 +204,12 @@ export class BatchFinalizer {
     if (events.length < chunk.lines) throw new Error(`batch ${batchId} chunk ${chunk.chunk} has ${events.length} of ${chunk.lines} outcomes`);
     return inLineOrder(events);
   }
+}
+
+/** Lines in a piece of a JSONL file: each ends with a newline. */
+function newlines(piece: string | Buffer): number {
+  let count = 0;
+  if (typeof piece === 'string') for (let at = piece.indexOf('\n'); at !== -1; at = piece.indexOf('\n', at + 1)) count += 1;
+  else for (let at = piece.indexOf(0x0a); at !== -1; at = piece.indexOf(0x0a, at + 1)) count += 1;
+  return count;
 }

@@ -90,16 +90,19 @@ export class BatchRunner {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch) return;
     const release = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.job_id });
+    let recorded: boolean;
     try {
-      await this.runChunk(chunk);
+      recorded = await this.runChunk(chunk);
     } finally {
       release();
     }
     // Its slot is free for the next chunk meanwhile. Not once the batch is finalizing: the finalizer
     // renders what it finds no part for, and would leave a part written after it to the sweeper. A
-    // work file's chunks are put back in input order by the finalizer.
+    // work file's chunks are put back in input order by the finalizer. Not by a run that found every
+    // line settled (a redelivered chunk): the run that recorded them wrote the parts, and writing
+    // them again could meet the finalizer reading them.
     const now = this.deps.queries.get(chunk.batch_id);
-    if (now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk);
+    if (recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk);
   }
 
   /** Chunks running now (for a stop that says what it waits for). */
@@ -121,12 +124,13 @@ export class BatchRunner {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
   }
 
-  private async runChunk(chunk: ChunkRow): Promise<void> {
+  /** Whether the run had lines to record outcomes for. */
+  private async runChunk(chunk: ChunkRow): Promise<boolean> {
     const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(chunk.batch_id, 'run chunk', {
       attributes: { 'spool.batch.id': chunk.batch_id, 'spool.batch.chunk': chunk.chunk, 'spool.batch.chunk.lines': chunk.lines },
     });
     try {
-      await this.runChunkLines(chunk, span);
+      return await this.runChunkLines(chunk, span);
     } catch (error) {
       span.fail(error instanceof Error ? error.message : String(error));
       throw error;
@@ -135,16 +139,16 @@ export class BatchRunner {
     }
   }
 
-  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan): Promise<void> {
+  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan): Promise<boolean> {
     const batch = this.deps.queries.get(chunk.batch_id);
-    if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return;
+    if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return false;
     const settled = await this.deps.outcomes.settledLines(chunk.batch_id, chunk.chunk);
-    if (settled.size >= chunk.lines) return;
+    if (settled.size >= chunk.lines) return false;
 
     const engine = this.deps.engines.engineFor(batch.model);
     if (!engine) {
       await this.failBatch(batch, 'model_not_available', `No engine serves model ${JSON.stringify(batch.model)}`);
-      return;
+      return false;
     }
     let source;
     try {
@@ -152,13 +156,14 @@ export class BatchRunner {
     } catch (error) {
       if (!(error instanceof BlobNotFoundError)) throw error;
       await this.failBatch(batch, 'input_file_not_found', `Input file ${batch.input_file_id} was deleted while the batch ran`);
-      return;
+      return false;
     }
 
     const recorder = new OutcomeRecorder(this.deps.outcomes, chunk);
     const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK);
     const work: Promise<void>[] = [];
     let leftOver = 0;
+    let recorded = false;
     // A line that fails outright (not an engine's failure: those are outcomes) fails the chunk
     // once the lines already sent are over; it is held here meanwhile, not left unobserved.
     let failure: { error: unknown } | undefined;
@@ -173,7 +178,10 @@ export class BatchRunner {
           this.runLine(batch, engine, line.number, line.text, chunkSpan, leftQueue)
             .then(
               (outcome) => {
-                if (outcome) recorder.add(outcome);
+                if (outcome) {
+                  recorder.add(outcome);
+                  recorded = true;
+                }
                 else leftOver++;
               },
               (error: unknown) => {
@@ -190,6 +198,7 @@ export class BatchRunner {
       await recorder.close();
     }
     if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines withdrawn, the rest not read): stopping`);
+    return recorded;
   }
 
   /** The line's outcome; undefined when the process stopped before the line was sent. */
