@@ -59,8 +59,17 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     processes.set(name, { child, url });
   }
 
-  const ready = async (name: string) => (await (await fetch(`${processes.get(name)!.url}/ready`)).json()) as { status: string; roles: string[]; processors?: Record<string, { handled: number }> };
+  const ready = async (name: string) => (await (await fetch(`${processes.get(name)!.url}/ready`)).json()) as { status: string; roles: string[]; processors?: Record<string, { handled: number; partitions?: number[] }> };
   const handled = async (name: string) => (await ready(name)).processors?.inference?.handled ?? 0;
+  /** Until the two inference processors hold every inference partition between them, each its half: a group still settling redelivers what it moves. */
+  const settledInferenceGroup = async (partitions: number) => {
+    for (const deadline = Date.now() + 60_000; ; ) {
+      const held = await Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.partitions ?? []));
+      if (held[0]!.length === partitions / 2 && held[1]!.length === partitions / 2 && new Set([...held[0]!, ...held[1]!]).size === partitions) return;
+      if (Date.now() > deadline) throw new Error(`the inference group did not settle: ${JSON.stringify(held)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  };
 
   const submit = async (lines: string[], label: string) => {
     const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), `${label}.jsonl`), purpose: 'batch' });
@@ -119,6 +128,7 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
   it('cuts a batch into a multiple of the inference partitions’ count of chunks, so both processors run the same share of it', async () => {
     engine.latencyMs = 0;
     // 8 inference partitions (twice KAFKA_PARTITIONS); 12 lines would be 2 chunks of BATCH_CHUNK_LINES 10.
+    await settledInferenceGroup(8);
     const before = await Promise.all([handled('inference-1'), handled('inference-2')]);
     const batch = await submit(Array.from({ length: 12 }, (_, index) => chatLine(`s${index}`, `line ${index}`)), 'spread');
     batches.push({ id: batch.id, expect: ['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted'] });

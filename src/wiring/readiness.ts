@@ -27,7 +27,8 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; config: Con
       blob_store: config.blobStore ? 's3' : 'local',
       message_log: config.kafka ? 'kafka' : 'embedded',
       projections: { position: projections?.position ?? null },
-      ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled }])) } : {}),
+      // On Kafka, the partitions of its work topic the consumer holds now (a group still settling shows it).
+      ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled, ...partitionsOf(consumer) }])) } : {}),
       ...(relay ? { relay: { relayed: relay.relayed } } : {}),
     };
     const notReady: string[] = [];
@@ -47,4 +48,9 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; config: Con
     if (notReady.length > 0) return { ready: false, reasons: notReady, degraded, details };
     return { ready: true, reasons: [], degraded, details };
   };
+}
+
+function partitionsOf(consumer: { partitionsHeld(): readonly number[] | undefined }): { partitions?: number[] } {
+  const held = consumer.partitionsHeld();
+  return held ? { partitions: [...held].sort((a, b) => a - b) } : {};
 }
