@@ -46,9 +46,9 @@ export class LocalBlobStore implements BlobStore {
       throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
     }
     // A blob does not change once written, so its size bounds the reads: each buffer is then no
-    // larger than what is left. Chunks' parts (an empty error part each, output parts of tens of
-    // KiB) read with 64 KiB buffers each had the finalizer of a 50,000-line batch hold 24 MiB of
-    // them at its peak, 12 MiB since (bench/FINDINGS.md, memory).
+    // larger than what is left. Chunks' parts (tens of KiB each, an error part often empty) read
+    // with 64 KiB buffers had the finalizer of a 50,000-line batch hold 24 MiB of them at its
+    // peak, 12 MiB since (bench/FINDINGS.md, memory).
     let size: number;
     try {
       ({ size } = await handle.stat());
