@@ -75,10 +75,12 @@ export class BatchFinalizer {
     let outputFileId: string | null = null;
     let errorFileId: string | null = null;
     // Chunks of the output file copied from parts rendered while the batch ran (for the log).
-    const renderedAhead = { chunks: 0 };
+    let renderedAhead = 0;
     if (batch.in_progress_at !== null) {
-      outputFileId = await this.writeFile(batch, 'output', renderedAhead);
-      errorFileId = batch.failed > 0 ? await this.writeFile(batch, 'error') : null;
+      const output = await this.writeFile(batch, 'output');
+      outputFileId = output.fileId;
+      renderedAhead = output.partChunks;
+      errorFileId = batch.failed > 0 ? (await this.writeFile(batch, 'error')).fileId : null;
     }
     await this.deps.batches.run(
       batchId,
@@ -94,25 +96,27 @@ export class BatchFinalizer {
     this.deps.onFinished?.(margin);
     const took = finishedAt - batch.created_at;
     this.deps.log.info(
-      { batch_id: batchId, status: this.deps.queries.get(batchId)?.status, lines: batch.completed + batch.failed, completed: batch.completed, failed: batch.failed, took_seconds: took, deadline_margin_seconds: margin ?? null, output_file_id: outputFileId, error_file_id: errorFileId, chunks_rendered_ahead: renderedAhead.chunks },
+      { batch_id: batchId, status: this.deps.queries.get(batchId)?.status, lines: batch.completed + batch.failed, completed: batch.completed, failed: batch.failed, took_seconds: took, deadline_margin_seconds: margin ?? null, output_file_id: outputFileId, error_file_id: errorFileId, chunks_rendered_ahead: renderedAhead },
       `batch finished: ${batch.completed} of ${batch.completed + batch.failed} lines completed, ${batch.failed} failed, in ${took}s`,
     );
   }
 
-  private async writeFile(batch: BatchRow, kind: OutputKind, renderedAhead = { chunks: 0 }): Promise<string> {
+  /** Writes and registers the batch's output or error file; `partChunks`: how many chunks were copied from their parts. */
+  private async writeFile(batch: BatchRow, kind: OutputKind): Promise<{ fileId: string; partChunks: number }> {
     const fileId = derivedId('file-', `${batch.id}/${kind}`);
-    const store = (parts: boolean, written: { lines: number }) =>
-      this.deps.files.storeContent(fileId, Readable.from(this.lines(batch, kind, renderedAhead, written, parts)), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
-    const written = { lines: 0 };
-    let content = await store(true, written);
+    const store = async (useParts: boolean) => {
+      const copied = { partChunks: 0, lines: 0 };
+      const content = await this.deps.files.storeContent(fileId, Readable.from(this.lines(batch, kind, copied, useParts)), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
+      return { content, copied };
+    };
+    let { content, copied } = await store(true);
     // Every completed line is in the output file and every failed one in the error file. A part
     // short of its chunk's lines (read from a store whose put is not atomic while the part was
     // written again: s3rver truncates an object it replaces) must not make a short file.
     const expected = kind === 'output' ? batch.completed : batch.failed;
-    if (renderedAhead.chunks > 0 && written.lines !== expected) {
-      this.deps.log.warn({ batch_id: batch.id, kind, lines: written.lines, expected }, 'chunk parts did not hold every line of the file: rendering it from the outcomes');
-      renderedAhead.chunks = 0;
-      content = await store(false, { lines: 0 });
+    if (copied.partChunks > 0 && copied.lines !== expected) {
+      this.deps.log.warn({ batch_id: batch.id, kind, lines: copied.lines, expected }, 'chunk parts did not hold every line of the file: rendering it from the outcomes');
+      ({ content, copied } = await store(false));
     }
     const createdAt = this.deps.clock.nowSeconds();
     const expiresAfter = batch.output_expires_after ? (JSON.parse(batch.output_expires_after) as { seconds: number }) : null;
@@ -129,19 +133,19 @@ export class BatchFinalizer {
     const registered = await this.deps.files.register(facts, CORRELATION);
     // Already registered by a run that stopped before finishing the batch: the same file.
     if (E.isLeft(registered) && registered.left.kind !== 'conflict') throw new Error(registered.left.message);
-    return fileId;
+    return { fileId, partChunks: copied.partChunks };
   }
 
   /**
    * The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. Chunks of
    * a work file hold lines from all over the input: their lines are put back in order on local disk.
    */
-  private async *lines(batch: BatchRow, kind: OutputKind, renderedAhead: { chunks: number }, written: { lines: number }, useParts: boolean): AsyncGenerator<string | Buffer> {
+  private async *lines(batch: BatchRow, kind: OutputKind, copied: { partChunks: number; lines: number }, useParts: boolean): AsyncGenerator<string | Buffer> {
     if (!batch.work_blob_key) {
       const chunks = [...this.deps.queries.chunks(batch.id)];
       const ahead = new Map<number, Promise<Readable | undefined>>();
+      const parts = useParts ? this.deps.parts : undefined;
       const openAhead = (from: number) => {
-        const parts = useParts ? this.deps.parts : undefined;
         if (!parts) return;
         for (let at = from; at < Math.min(chunks.length, from + PARTS_AHEAD); at++) {
           if (ahead.has(at)) continue;
@@ -160,15 +164,15 @@ export class BatchFinalizer {
           const part = await ahead.get(at);
           ahead.delete(at);
           if (part) {
-            renderedAhead.chunks += 1;
+            copied.partChunks += 1;
             for await (const piece of part as AsyncIterable<Buffer>) {
-              written.lines += newlines(piece);
+              copied.lines += newlines(piece);
               yield piece;
             }
             continue;
           }
           const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!));
-          written.lines += newlines(text);
+          copied.lines += newlines(text);
           if (text) yield text;
         }
       } finally {
