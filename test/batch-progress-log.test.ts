@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import OpenAI, { toFile } from 'openai';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { ManualClock, type WholeService, startTestService } from './support/service.js';
 
@@ -59,7 +59,7 @@ const progressLines = (entries: Entry[], batchId: string) => entries.filter((ent
 const summaryLine = (entries: Entry[], batchId: string) => entries.findIndex((entry) => entry.msg.startsWith('batch finished') && entry.batch_id === batchId);
 /** Where the summary line is: the finalizer logs it once the batch is over and its chunks' parts are removed, a moment after the status shows. */
 async function summaryLogged(entries: Entry[], batchId: string): Promise<number> {
-  for (const deadline = Date.now() + 5_000; summaryLine(entries, batchId) < 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+  await waitUntil(() => summaryLine(entries, batchId) >= 0);
   return summaryLine(entries, batchId);
 }
 

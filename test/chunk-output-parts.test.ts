@@ -10,7 +10,7 @@ import { chunkPartBlobKey, chunkPartsPrefix, renderChunk } from '../src/domain/b
 import type { LineOutcome } from '../src/domain/line-outcome.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { type WholeService, startTestService, tempDir } from './support/service.js';
 
 const completed = (line: number): LineOutcome => ({
@@ -126,7 +126,7 @@ describe('a batch finalized from chunk parts', () => {
     // One chunk runs at a time: all but the last were done, and rendered, before the batch ended.
     // The finalizer logs once the batch is over, its parts discarded, a moment after the status shows.
     const finishedLog = () => logged.find((entry) => entry.batch_id === created.id && typeof entry.chunks_rendered_ahead === 'number');
-    for (const deadline = Date.now() + 5_000; !finishedLog() && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitUntil(() => finishedLog() !== undefined);
     expect(finishedLog()?.chunks_rendered_ahead).toBeGreaterThanOrEqual(4);
     const left: string[] = [];
     for await (const key of service.blobStore.list(chunkPartsPrefix(created.id))) left.push(key);
@@ -140,7 +140,7 @@ describe('a batch finalized from chunk parts', () => {
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n') + '\n'), 'short.jsonl'), purpose: 'batch' });
     const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'parts-job' });
     const firstPart = chunkPartBlobKey(created.id, 0, 'output');
-    for (const deadline = Date.now() + 5_000; !(await service.blobStore.head(firstPart)) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitUntil(async () => (await service.blobStore.head(firstPart)) !== undefined);
     expect((await service.blobStore.head(firstPart))?.size).toBeGreaterThan(0);
     await service.blobStore.put(firstPart, Readable.from([Buffer.alloc(0)]));
     expect(await service.blobStore.head(firstPart)).toEqual({ size: 0 });

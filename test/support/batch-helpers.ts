@@ -41,6 +41,11 @@ export async function waitForStatus(client: OpenAI, batchId: string, statuses: s
   }
 }
 
+/** Polls until `condition` holds or `timeoutMs` is up, whichever comes first; what follows asserts. */
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; !(await condition()) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
 export async function fileLines(client: OpenAI, fileId: string | null | undefined): Promise<Array<Record<string, any>>> {
   if (!fileId) return [];
   const text = await (await client.files.content(fileId)).text();
