@@ -10,6 +10,7 @@ import {
   type TopicSpec,
   nextRetryDelay,
 } from './message-log.js';
+import { quietKafkajsNegativeTimeouts } from './kafkajs-timer-warning.js';
 import { PartitionWindow } from './partition-window.js';
 
 export interface KafkaSettings {
@@ -45,6 +46,7 @@ export class KafkaMessageLog implements MessageLog {
     private readonly log: Pick<Logger, 'error' | 'warn' | 'info' | 'debug'>,
   ) {
     this.description = `kafka ${settings.brokers.join(',')}`;
+    quietKafkajsNegativeTimeouts();
     this.kafka = new Kafka({
       clientId: settings.clientId,
       brokers: [...settings.brokers],
