@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
@@ -13,13 +13,21 @@ import { derivedId } from '../src/domain/derived-ids.js';
 import { type ChunkOutputParts, inLineOrder } from './chunk-output-parts.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
 import { NO_TRACING, type Tracing } from '../src/tracing.js';
+import { lentPieces } from '../src/blob-store/file-content-stream.js';
 import { InputOrderSpill } from './input-order-spill.js';
 
 /**
- * Chunks' parts opened (and their first bytes read) ahead of the one being copied: one part after
- * another, each open and read waiting on the disk (or S3), left the finalizer idle about 40% of the time.
+ * Chunks' parts opened ahead of the one being copied: one part after another, each open waiting on
+ * the disk (or S3), left the finalizer idle about 40% of the time.
  */
 const PARTS_AHEAD = 4;
+
+/**
+ * The one buffer a file's parts are copied through (see FileContentStream.lend): read into fresh
+ * buffers, the 10 MB of a 50,000-line batch's parts piled up as garbage between two young
+ * collections, and left the process 7–9 MiB larger at its end (bench/FINDINGS.md, memory).
+ */
+const COPY_BUFFER_BYTES = 64 * 1024;
 
 const CORRELATION = { correlationId: 'batch-finalizer' };
 
@@ -106,7 +114,7 @@ export class BatchFinalizer {
     const fileId = derivedId('file-', `${batch.id}/${kind}`);
     const store = async (useParts: boolean) => {
       const copied = { partChunks: 0, lines: 0 };
-      const content = await this.deps.files.storeContent(fileId, Readable.from(this.lines(batch, kind, copied, useParts)), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
+      const content = await this.deps.files.storeContent(fileId, this.lines(batch, kind, copied, useParts), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
       return { content, copied };
     };
     let { content, copied } = await store(true);
@@ -145,13 +153,14 @@ export class BatchFinalizer {
       const chunks = [...this.deps.queries.chunks(batch.id)];
       const ahead = new Map<number, Promise<Readable | undefined>>();
       const parts = useParts ? this.deps.parts : undefined;
+      const copyBuffer = Buffer.allocUnsafe(COPY_BUFFER_BYTES);
       const openAhead = (from: number) => {
         if (!parts) return;
         for (let at = from; at < Math.min(chunks.length, from + PARTS_AHEAD); at++) {
           if (ahead.has(at)) continue;
           const opening = parts.open(batch.id, chunks[at]!.chunk, kind).then((part) => {
-            // Its first read starts now; an error is seen where the part is copied.
-            part?.on('error', () => undefined).read(0);
+            // An error of a part opened ahead is seen where it is copied.
+            part?.on('error', () => undefined);
             return part;
           });
           opening.catch(() => undefined);
@@ -165,7 +174,7 @@ export class BatchFinalizer {
           ahead.delete(at);
           if (part) {
             copied.partChunks += 1;
-            for await (const piece of part as AsyncIterable<Buffer>) {
+            for await (const piece of lentPieces(part, copyBuffer)) {
               copied.lines += newlines(piece);
               yield piece;
             }

@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { lentPieces } from '../src/blob-store/file-content-stream.js';
 import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
 import { blobStoreContract } from './support/blob-store-contract.js';
 import { tempDir } from './support/service.js';
@@ -31,7 +32,7 @@ describe('the local blob store on disk', () => {
       for await (const chunk of await store.get(key, range)) read.push(chunk as Buffer);
       return read;
     };
-    // A chunk's part of an output file, as the finalizer copies it: 64 KiB, then the 34,464 bytes left.
+    // Read as any stream: 64 KiB, then the 34,464 bytes left.
     const small = await buffers('parts/small');
     expect(small.map((buffer) => [buffer.length, buffer.buffer.byteLength])).toEqual([
       [65_536, 65_536],
@@ -40,5 +41,34 @@ describe('the local blob store on disk', () => {
     expect(await buffers('parts/empty')).toEqual([]);
     // A range past the end stops at the end.
     expect((await buffers('parts/small', { start: 99_990, end: 200_000 })).map((buffer) => buffer.buffer.byteLength)).toEqual([10]);
+  });
+
+  it('lends a blob out through one buffer: each piece a view of it, the file closed at the end', async () => {
+    const store = new LocalBlobStore(tempDir('blobs-lend'));
+    const content = Buffer.from(Array.from({ length: 150_000 }, (_, at) => at % 251));
+    await store.put('parts/lent', Readable.from([content]));
+    const buffer = Buffer.alloc(65_536);
+    const lend = async (range?: { start: number; end: number }) => {
+      const stream = await store.get('parts/lent', range);
+      const pieces: Buffer[] = [];
+      for await (const piece of lentPieces(stream, buffer)) {
+        expect(piece.buffer).toBe(buffer.buffer);
+        pieces.push(Buffer.from(piece));
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+      return { pieces, closed: stream.destroyed };
+    };
+    const whole = await lend();
+    expect(whole.pieces.map((piece) => piece.length)).toEqual([65_536, 65_536, 18_928]);
+    expect(Buffer.concat(whole.pieces).equals(content)).toBe(true);
+    expect(whole.closed).toBe(true);
+    const range = await lend({ start: 70_000, end: 70_009 });
+    expect(Buffer.concat(range.pieces).equals(content.subarray(70_000, 70_010))).toBe(true);
+    // Once read as a stream, it cannot be lent too (the pieces read would be lost).
+    const read = await store.get('parts/lent');
+    read.read(0);
+    await new Promise((resolve) => read.once('readable', resolve));
+    await expect(lentPieces(read, buffer)[Symbol.asyncIterator]().next()).rejects.toThrow('lent out once, before it is read');
+    read.destroy();
   });
 });

@@ -1,5 +1,4 @@
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { BlobStore } from '../blob-store/blob-store.js';
@@ -35,19 +34,19 @@ export class FileRegistry {
     },
   ) {}
 
-  /** Streams content into the blob store, counting and hashing it; cut off past the limit. */
+  /**
+   * Streams content into the blob store, counting and hashing it; cut off past the limit. The
+   * body may be a stream or any async iterable, of bytes or text; a chunk of bytes may be reused
+   * once the next is asked for (see BlobStore.put).
+   */
   async storeContent(
     fileId: string,
-    body: Readable,
+    body: AsyncIterable<Uint8Array | string>,
     limit: { bytes: number; name: string },
   ): Promise<{ blobKey: string; bytes: number; sha256: string }> {
     const blobKey = fileBlobKey(fileId);
     const meter = new ByteMeter(limit);
-    const stored = this.deps.blobStore.put(blobKey, meter);
-    // Whichever side fails first, both are awaited so no write is left running.
-    const [piped, put] = await Promise.allSettled([pipeline(body, meter), stored]);
-    if (piped.status === 'rejected') throw piped.reason;
-    if (put.status === 'rejected') throw put.reason;
+    await this.deps.blobStore.put(blobKey, meter.measure(body));
     return { blobKey, bytes: meter.bytes, sha256: meter.digest() };
   }
 

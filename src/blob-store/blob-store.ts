@@ -5,10 +5,12 @@ import type { Readable } from 'node:stream';
 
 export interface BlobStore {
   /**
-   * Stores the stream under key, all or nothing: if the stream fails or is destroyed, no object
-   * (and no partial object) is left under key, and the error is rethrown.
+   * Stores the chunks (a stream, or any async iterable) under key, all or nothing: if they fail or
+   * the stream is destroyed, no object (and no partial object) is left under key, and the error is
+   * rethrown. A chunk is the store's only until it asks for the next: a producer may reuse its
+   * memory then (the finalizer copies every chunk's output part through one buffer).
    */
-  put(key: string, body: Readable): Promise<void>;
+  put(key: string, body: AsyncIterable<Uint8Array>): Promise<void>;
   /** The object's bytes, or a byte range of them (end inclusive); BlobNotFoundError if absent. */
   get(key: string, range?: { start: number; end: number }): Promise<Readable>;
   /** The object's size, or undefined if there is none. */

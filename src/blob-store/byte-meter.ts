@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { Transform, type TransformCallback } from 'node:stream';
 
 export class SizeLimitExceededError extends Error {
   override readonly name = 'SizeLimitExceededError';
@@ -9,28 +8,28 @@ export class SizeLimitExceededError extends Error {
 }
 
 /**
- * Passes bytes through while counting them and hashing them with sha256; fails the stream the
- * moment the count passes the limit, so an over-limit body is cut off, not stored and measured.
+ * Counts and hashes (sha256) the chunks on their way to the blob store, and fails the moment the
+ * count passes the limit, so an over-limit body is cut off, not stored and measured. It passes
+ * each chunk on as it came and asks for the next only when the store does: a producer that reuses
+ * a chunk's memory (see BlobStore.put) still has its chunks hashed before they are reused.
  */
-export class ByteMeter extends Transform {
+export class ByteMeter {
   private readonly hash = createHash('sha256');
   bytes = 0;
 
-  constructor(private readonly limit: { bytes: number; name: string } = { bytes: Number.POSITIVE_INFINITY, name: 'size limit' }) {
-    super();
-  }
+  constructor(private readonly limit: { bytes: number; name: string } = { bytes: Number.POSITIVE_INFINITY, name: 'size limit' }) {}
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.bytes += chunk.length;
-    if (this.bytes > this.limit.bytes) {
-      callback(new SizeLimitExceededError(this.limit.name, this.limit.bytes));
-      return;
+  async *measure(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<Uint8Array> {
+    for await (const piece of body) {
+      const chunk = typeof piece === 'string' ? Buffer.from(piece) : piece;
+      this.bytes += chunk.length;
+      if (this.bytes > this.limit.bytes) throw new SizeLimitExceededError(this.limit.name, this.limit.bytes);
+      this.hash.update(chunk);
+      yield chunk;
     }
-    this.hash.update(chunk);
-    callback(null, chunk);
   }
 
-  /** The sha256 of everything that passed; call once the stream has ended. */
+  /** The sha256 of everything that passed; call once the body has ended. */
   digest(): string {
     return this.hash.digest('hex');
   }

@@ -60,6 +60,26 @@ export class FileContentStream extends Readable {
     );
   }
 
+  /**
+   * The range's bytes read into `buffer`, one piece at a time, each a view of it that is valid
+   * until the next is asked for (the contract of BlobStore.put): a copy into a blob makes no
+   * garbage for the collector to find. For a stream nothing has read yet; closed at the end.
+   */
+  async *lend(buffer: Buffer): AsyncGenerator<Buffer> {
+    if (this.piped || this.readableFlowing !== null || this.readableLength > 0) throw new Error('a file content stream is lent out once, before it is read');
+    this.piped = true;
+    try {
+      for (let length = Math.min(buffer.length, this.remaining); length > 0; length = Math.min(buffer.length, this.remaining)) {
+        const { bytesRead } = await this.handle.read(buffer, 0, length, this.position);
+        if (bytesRead === 0) break;
+        this.position += bytesRead;
+        yield buffer.subarray(0, bytesRead);
+      }
+    } finally {
+      this.destroy();
+    }
+  }
+
   /** One destination, written with reused buffers (see the class); ended unless `end: false`. */
   override pipe<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T {
     if (this.piped || this.readableFlowing !== null) throw new Error('a file content stream is piped once, before it is read');
@@ -100,4 +120,9 @@ export class FileContentStream extends Readable {
       this.destroy(error as Error);
     }
   }
+}
+
+/** A stream's pieces: read into `buffer` where the stream is a file's content (see FileContentStream.lend), else as it gives them. */
+export function lentPieces(stream: Readable, buffer: Buffer): AsyncIterable<Buffer> {
+  return stream instanceof FileContentStream ? stream.lend(buffer) : (stream as AsyncIterable<Buffer>);
 }

@@ -1,12 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { open, opendir, rename, rm, stat } from 'node:fs/promises';
+import { type FileHandle, open, opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
 import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import { FileContentStream } from './file-content-stream.js';
+
+/** Bytes a put writes at once (see put). */
+const STAGE_BYTES = 256 * 1024;
+
+async function writeAll(file: FileHandle, bytes: Buffer): Promise<void> {
+  for (let at = 0; at < bytes.length; ) at += (await file.write(bytes, at, bytes.length - at)).bytesWritten;
+}
 
 /**
  * Blobs as files under a directory. A put writes to a hidden sibling and renames it into place
@@ -24,14 +29,48 @@ export class LocalBlobStore implements BlobStore {
     return join(this.root, ...key.split('/'));
   }
 
-  async put(key: string, body: Readable): Promise<void> {
+  async put(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     const path = this.pathOf(key);
     await makePrivateDirectoryAsync(dirname(path));
     const partial = join(dirname(path), `.${randomUUID()}.partial`);
+    let handle: FileHandle | undefined;
+    let writing: Promise<unknown> = Promise.resolve();
     try {
-      await pipeline(body, createWriteStream(partial, { flush: true, mode: PRIVATE_FILE_MODE }));
+      handle = await open(partial, 'wx', PRIVATE_FILE_MODE);
+      const file = handle;
+      // Chunks are copied into one of two staging buffers, each written whole while the other
+      // fills: the producer may reuse a chunk's memory as soon as it is copied, and the disk sees
+      // writes of STAGE_BYTES however small the chunks (an upload's come as the multipart parser
+      // cuts them).
+      const stages = [Buffer.allocUnsafe(STAGE_BYTES), Buffer.allocUnsafe(STAGE_BYTES)];
+      let stage = 0;
+      let filled = 0;
+      const flush = async () => {
+        const bytes = stages[stage]!.subarray(0, filled);
+        await writing;
+        writing = writeAll(file, bytes);
+        writing.catch(() => undefined); // awaited at the next flush or the end
+        stage = 1 - stage;
+        filled = 0;
+      };
+      for await (const chunk of body) {
+        for (let at = 0; at < chunk.length; ) {
+          const taken = Math.min(STAGE_BYTES - filled, chunk.length - at);
+          stages[stage]!.set(chunk.subarray(at, at + taken), filled);
+          filled += taken;
+          at += taken;
+          if (filled === STAGE_BYTES) await flush();
+        }
+      }
+      if (filled > 0) await flush();
+      await writing;
+      await file.sync();
+      await file.close();
+      handle = undefined;
       await rename(partial, path);
     } catch (error) {
+      await writing.catch(() => undefined);
+      await handle?.close().catch(() => undefined);
       await rm(partial, { force: true });
       throw error;
     }

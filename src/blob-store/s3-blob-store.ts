@@ -62,17 +62,19 @@ export class S3BlobStore implements BlobStore {
     return this.location.prefix ? `${this.location.prefix}/${key}` : key;
   }
 
-  async put(key: string, body: Readable): Promise<void> {
+  async put(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     const Bucket = this.location.bucket;
     const Key = this.objectKey(key);
     let uploadId: string | undefined;
     const completed: { PartNumber: number; ETag: string }[] = [];
     const inFlight = new Set<Promise<void>>();
-    let buffered: Buffer[] = [];
-    let bufferedBytes = 0;
+    // The part being filled: chunks are copied in, since a producer may reuse a chunk's memory once
+    // the next is asked for. It grows by doubling up to a part's size, so a small object costs its size.
+    let part = Buffer.alloc(0);
+    let filled = 0;
     let partNumber = 0;
 
-    const sendPart = async (part: Buffer) => {
+    const sendPart = async (bytes: Buffer) => {
       if (uploadId === undefined) {
         const created = await this.client.send(new CreateMultipartUploadCommand({ Bucket, Key }));
         if (!created.UploadId) throw new Error(`S3 returned no upload id for ${Key}`);
@@ -80,7 +82,7 @@ export class S3BlobStore implements BlobStore {
       }
       const PartNumber = ++partNumber;
       const upload = this.client
-        .send(new UploadPartCommand({ Bucket, Key, UploadId: uploadId, PartNumber, Body: part, ContentLength: part.length }))
+        .send(new UploadPartCommand({ Bucket, Key, UploadId: uploadId, PartNumber, Body: bytes, ContentLength: bytes.length }))
         .then((answer) => {
           completed.push({ PartNumber, ETag: answer.ETag ?? '' });
         })
@@ -89,32 +91,42 @@ export class S3BlobStore implements BlobStore {
       inFlight.add(upload);
       if (inFlight.size >= this.concurrency) await Promise.race(inFlight);
     };
-    const takeBuffered = () => {
-      const part = Buffer.concat(buffered, bufferedBytes);
-      buffered = [];
-      bufferedBytes = 0;
-      return part;
+    const takePart = () => {
+      const bytes = part.subarray(0, filled);
+      part = Buffer.alloc(0);
+      filled = 0;
+      return bytes;
     };
 
     try {
-      for await (const chunk of body as AsyncIterable<Buffer>) {
-        buffered.push(chunk);
-        bufferedBytes += chunk.length;
-        if (bufferedBytes >= this.partSize) await sendPart(takeBuffered());
+      for await (const chunk of body) {
+        for (let at = 0; at < chunk.length; ) {
+          const room = this.partSize - filled;
+          if (part.length - filled < Math.min(room, chunk.length - at)) {
+            const grown = Buffer.allocUnsafe(Math.min(this.partSize, Math.max(2 * part.length, filled + chunk.length - at, 64 * 1024)));
+            part.copy(grown, 0, 0, filled);
+            part = grown;
+          }
+          const taken = Math.min(room, chunk.length - at);
+          part.set(chunk.subarray(at, at + taken), filled);
+          filled += taken;
+          at += taken;
+          if (filled === this.partSize) await sendPart(takePart());
+        }
       }
       if (uploadId === undefined) {
-        const whole = takeBuffered();
+        const whole = takePart();
         await this.client.send(new PutObjectCommand({ Bucket, Key, Body: whole, ContentLength: whole.length }));
         return;
       }
-      if (bufferedBytes > 0) await sendPart(takeBuffered());
+      if (filled > 0) await sendPart(takePart());
       await Promise.all(inFlight);
       completed.sort((a, b) => a.PartNumber - b.PartNumber);
       await this.client.send(
         new CompleteMultipartUploadCommand({ Bucket, Key, UploadId: uploadId, MultipartUpload: { Parts: completed } }),
       );
     } catch (error) {
-      body.destroy();
+      // Leaving the loop early closed the body (a stream is destroyed by its iterator's return).
       await Promise.allSettled(inFlight);
       if (uploadId !== undefined) {
         await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId: uploadId })).catch(() => undefined);

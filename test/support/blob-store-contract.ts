@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -104,6 +104,32 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
       expect(await store.head(`${run}/large`)).toEqual({ size });
       const tail = await readAllBytes(await store.get(`${run}/large`, { start: size - 10, end: size - 1 }));
       expect(tail.length).toBe(10);
+    });
+
+    it('is done with a chunk when it asks for the next: a producer reusing one buffer stores what it meant, small or large', async () => {
+      // Chunks of 1 to 64 KiB, each written into the same buffer; the store must have copied or
+      // written a chunk before it asks for the next one.
+      const lent = (total: number) => {
+        const buffer = Buffer.alloc(65536);
+        const meant = createHash('sha256');
+        async function* chunks() {
+          for (let sent = 0, turn = 0; sent < total; turn++) {
+            const size = Math.min(total - sent, 1024 * (1 + ((turn * 37) % 64)));
+            buffer.fill(turn % 251, 0, size);
+            meant.update(buffer.subarray(0, size));
+            sent += size;
+            yield buffer.subarray(0, size);
+          }
+        }
+        return { chunks: chunks(), meant: () => meant.digest('hex') };
+      };
+      for (const [name, size] of [['lent-small', 300_000], ['lent-large', 12 * 1024 * 1024 + 5]] as const) {
+        const producer = lent(size);
+        await store.put(`${run}/${name}`, producer.chunks);
+        const stored = await readAllBytes(await store.get(`${run}/${name}`));
+        expect(stored.length, name).toBe(size);
+        expect(createHash('sha256').update(stored).digest('hex'), name).toBe(producer.meant());
+      }
     });
 
     it('leaves nothing behind when the stream fails midway, small or large', async () => {
