@@ -9,6 +9,13 @@ import { FileContentStream } from './file-content-stream.js';
 /** Bytes a put writes at once (see put). */
 const STAGE_BYTES = 256 * 1024;
 
+/**
+ * A put asks the disk to write back what it has been given every this many bytes, while more
+ * arrives, so the fsync that ends it waits for the last few MiB rather than the whole object
+ * (200 MiB: about 3 ms instead of 54 here).
+ */
+const WRITE_BACK_BYTES = 8 * 1024 * 1024;
+
 async function writeAll(file: FileHandle, bytes: Buffer): Promise<void> {
   for (let at = 0; at < bytes.length; ) at += (await file.write(bytes, at, bytes.length - at)).bytesWritten;
 }
@@ -35,6 +42,7 @@ export class LocalBlobStore implements BlobStore {
     const partial = join(dirname(path), `.${randomUUID()}.partial`);
     let handle: FileHandle | undefined;
     let writing: Promise<unknown> = Promise.resolve();
+    let writingBack: Promise<unknown> = Promise.resolve();
     try {
       handle = await open(partial, 'wx', PRIVATE_FILE_MODE);
       const file = handle;
@@ -45,9 +53,17 @@ export class LocalBlobStore implements BlobStore {
       const stages = [Buffer.allocUnsafe(STAGE_BYTES), Buffer.allocUnsafe(STAGE_BYTES)];
       let stage = 0;
       let filled = 0;
+      let notWrittenBack = 0;
       const flush = async () => {
         const bytes = stages[stage]!.subarray(0, filled);
         await writing;
+        if (notWrittenBack >= WRITE_BACK_BYTES) {
+          await writingBack;
+          writingBack = file.datasync();
+          writingBack.catch(() => undefined); // awaited at the next one or the end
+          notWrittenBack = 0;
+        }
+        notWrittenBack += bytes.length;
         writing = writeAll(file, bytes);
         writing.catch(() => undefined); // awaited at the next flush or the end
         stage = 1 - stage;
@@ -64,12 +80,13 @@ export class LocalBlobStore implements BlobStore {
       }
       if (filled > 0) await flush();
       await writing;
+      await writingBack;
       await file.sync();
       await file.close();
       handle = undefined;
       await rename(partial, path);
     } catch (error) {
-      await writing.catch(() => undefined);
+      await Promise.allSettled([writing, writingBack]);
       await handle?.close().catch(() => undefined);
       await rm(partial, { force: true });
       throw error;
