@@ -1,9 +1,9 @@
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobNotFoundError } from '../blob-store/blob-store.js';
 import { SizeLimitExceededError } from '../blob-store/byte-meter.js';
 import { ApiError, invalidRequest, notFound, tooLarge } from './api-error.js';
+import { nodeHttp } from '../node-http.js';
 
 const LOCATIONS: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header', body: 'body' };
 
@@ -170,7 +170,7 @@ export function answerClientError(error: NodeJS.ErrnoException & { reason?: stri
   const { status, code, message } = describeClientError(error);
   const body = JSON.stringify(new ApiError(status, message, 'invalid_request_error', code).toBody());
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${nodeHttp.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
   // A client that never reads its answer does not keep the socket.
   setTimeout(() => socket.destroy(), 1000).unref();

@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { WeightSyncObserver } from '../../processors/weight-syncer.js';
 import type { BatchesQueries } from '../../projections/batches-projection.js';
@@ -11,6 +10,7 @@ import type { EventStore, Position } from '../event-store/event-store.js';
 import { type Metrics, statusClass } from '../metrics.js';
 import { ExitCode, StartupFailure } from '../startup-failure.js';
 import type { Lifecycle } from './lifecycle.js';
+import { nodeHttp } from '../node-http.js';
 
 /** Lag is counted up to this many events: past it, the number says "at least". */
 const LAG_COUNT_CAP = 10_000;
@@ -112,7 +112,7 @@ export function installHttpMetrics(app: FastifyInstance, metrics: Metrics, serve
 
 /** METRICS_PORT: /metrics alone on a port of its own. Returns its URL. */
 export async function openMetricsServer(metrics: Metrics, config: Config, port: number, lifecycle: Lifecycle): Promise<string> {
-  const server = createServer((request, response) => {
+  const server = nodeHttp.createServer((request, response) => {
     if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
       response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'Only GET /metrics is served on METRICS_PORT', type: 'invalid_request_error', param: null, code: 'not_found' } }));
       return;
