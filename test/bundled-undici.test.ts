@@ -8,8 +8,8 @@ import { startSpoolCli, stop, waitForReady } from './support/processes.js';
 
 const work = mkdtempSync(join(tmpdir(), 'spool-undici-'));
 const report = join(work, 'report');
-// Loaded into the process under test: on SIGUSR2 (or at exit) it writes whether Node's bundled undici (fetch,
-// WebSocket) has been loaded, and which of Node's modules came just before it.
+// Loaded into the process under test: on SIGUSR2 (or at exit) it writes whether Node's bundled
+// undici (fetch, WebSocket) has been loaded, and which of Node's modules came just before it.
 const probe = join(work, 'probe.mjs');
 writeFileSync(
   probe,
@@ -42,8 +42,8 @@ describe("Node's bundled undici", () => {
     expect((await reported()).loaded).toBe(true);
   });
 
-  // About 13 MiB of resident memory (bench/FINDINGS.md, memory) that a service with no webhooks,
-  // no engine metrics URL and no failing HTTP replica has no use for.
+  // 2.3 MiB of live heap (bench/FINDINGS.md, memory) that a service with no webhooks, no engine
+  // metrics URL and no failing HTTP replica has no use for.
   it('is not loaded by `spool serve` on the embedded default, started, uploaded to and asked for what is not there', async () => {
     const { child, url } = await startSpoolCli(['serve'], { PORT: '0', DATA_DIR: join(work, 'data'), API_KEY: 'undici-api-key-0123456789' }, ['--import', probe]);
     try {
