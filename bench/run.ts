@@ -339,7 +339,7 @@ if (results.upload || results.overhead || results.batch) {
     lines.push(
       `Batches: from ${small.lines.toLocaleString('en')} to ${large.lines.toLocaleString('en')} lines, ten times the lines, peak RSS changes by ${fixed(large.spoolPeakRssMiB - small.spoolPeakRssMiB)} MiB. ` +
         'A service process holds its heap to a small multiple of its live data (src/heap-policy.ts); the runner keeps at most 32 lines of each running chunk waiting for an engine slot, ' +
-        "the finalizer copies the chunks' rendered parts a few at a time, and a download reuses its read buffers. What the peak is made of, and what was tried against it: bench/FINDINGS.md (memory).",
+        "the finalizer copies the chunks' rendered parts through one buffer, and a download reuses its read buffers. What the peak is made of, and what was tried against it: bench/FINDINGS.md (memory).",
     );
     if (capped) {
       lines.push(
