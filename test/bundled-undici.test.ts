@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { waitUntil } from './support/batch-helpers.js';
 import { startSpoolCli, stop, waitForReady } from './support/processes.js';
 
 const work = mkdtempSync(join(tmpdir(), 'spool-undici-'));
@@ -25,10 +26,8 @@ if (process.env.PROBE_AT_EXIT) process.once('exit', tell);
 );
 
 async function reported(): Promise<{ loaded: boolean; after: string[] }> {
-  for (let deadline = Date.now() + 10_000; !existsSync(report); ) {
-    if (Date.now() > deadline) throw new Error('the probe never reported');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await waitUntil(() => existsSync(report), 10_000);
+  expect(existsSync(report), 'the probe reported').toBe(true);
   const answer = JSON.parse(readFileSync(report, 'utf8')) as { loaded: boolean; after: string[] };
   rmSync(report);
   return answer;

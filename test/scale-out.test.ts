@@ -8,7 +8,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSpoolCli } from './support/processes.js';
 import { packageRoot } from '../src/package-root.js';
-import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { TEST_API_KEY, s3Env, tempDir, waitUntilReady } from './support/service.js';
@@ -63,12 +63,11 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
   const handled = async (name: string) => (await ready(name)).processors?.inference?.handled ?? 0;
   /** Until the two inference processors hold every inference partition between them, each its half: a group still settling redelivers what it moves. */
   const settledInferenceGroup = async (partitions: number) => {
-    for (const deadline = Date.now() + 60_000; ; ) {
-      const held = await Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.partitions ?? []));
-      if (held[0]!.length === partitions / 2 && held[1]!.length === partitions / 2 && new Set([...held[0]!, ...held[1]!]).size === partitions) return;
-      if (Date.now() > deadline) throw new Error(`the inference group did not settle: ${JSON.stringify(held)}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const held = () => Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.partitions ?? []));
+    const settled = (each: number[][]) => each.every((one) => one.length === partitions / 2) && new Set(each.flat()).size === partitions;
+    await waitUntil(async () => settled(await held()), 60_000);
+    const now = await held();
+    expect(settled(now), `the inference group did not settle: ${JSON.stringify(now)}`).toBe(true);
   };
 
   const submit = async (lines: string[], label: string) => {
