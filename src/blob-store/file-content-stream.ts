@@ -16,7 +16,8 @@ const READ_BYTES = 64 * 1024;
  */
 export class FileContentStream extends Readable {
   private position: number;
-  private piped = false;
+  /** Piped or lent out: either reads the file itself, for one consumer. */
+  private claimed = false;
 
   /** `end` is inclusive, as in fs.createReadStream; undefined: to the end of the file. */
   constructor(
@@ -66,8 +67,8 @@ export class FileContentStream extends Readable {
    * garbage for the collector to find. For a stream nothing has read yet; closed at the end.
    */
   async *lend(buffer: Buffer): AsyncGenerator<Buffer> {
-    if (this.piped || this.readableFlowing !== null || this.readableLength > 0) throw new Error('a file content stream is lent out once, before it is read');
-    this.piped = true;
+    if (this.claimed || this.readableFlowing !== null || this.readableLength > 0) throw new Error('a file content stream is lent out once, before it is read');
+    this.claimed = true;
     try {
       for (let length = Math.min(buffer.length, this.remaining); length > 0; length = Math.min(buffer.length, this.remaining)) {
         const { bytesRead } = await this.handle.read(buffer, 0, length, this.position);
@@ -82,8 +83,8 @@ export class FileContentStream extends Readable {
 
   /** One destination, written with reused buffers (see the class); ended unless `end: false`. */
   override pipe<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T {
-    if (this.piped || this.readableFlowing !== null) throw new Error('a file content stream is piped once, before it is read');
-    this.piped = true;
+    if (this.claimed || this.readableFlowing !== null) throw new Error('a file content stream is piped once, before it is read');
+    this.claimed = true;
     void this.copyTo(destination, options?.end ?? true);
     return destination;
   }
