@@ -19,7 +19,7 @@ import type { EventStore } from '../src/event-store/event-store.js';
 import { NO_TRACING, type Tracing } from '../src/tracing.js';
 import { PrefixSignatureTable, prefixSignature } from '../src/domain/prefix-order.js';
 import { physicalLines } from './jsonl-lines.js';
-import { type RequestLine, WorkFileWriter } from './work-file-writer.js';
+import { RequestLines, WorkFileWriter } from './work-file-writer.js';
 
 const CORRELATION = { correlationId: 'batch-validator' };
 
@@ -114,7 +114,7 @@ export class BatchValidator {
     return { 'spool.batch.lines': outcome.total, 'spool.batch.chunks': outcome.chunks.length, 'spool.validation.errors': outcome.errors.length };
   }
 
-  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[]; requests: RequestLine[]; prefixes: PrefixSignatureTable }> {
+  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[]; requests: RequestLines; prefixes: PrefixSignatureTable }> {
     const errors: BatchError[] = [];
     let errorCount = 0;
     const addError = (error: BatchError) => {
@@ -132,7 +132,7 @@ export class BatchValidator {
     let total = 0;
     let embeddingInputs = 0;
     // What the prefix-aware order needs of each request line: a few numbers, not the line.
-    const requests: RequestLine[] = [];
+    const requests = new RequestLines();
     const prefixes = new PrefixSignatureTable();
 
     const source = await this.deps.blobStore.get(blobKey);
@@ -169,7 +169,7 @@ export class BatchValidator {
           customIds.add(checked.line.custom_id);
           embeddingInputs += checked.embeddingInputs;
           if (errorCount === 0 && this.deps.prefixOrder !== 'off') {
-            requests.push({ number: line.number, textBytes: Buffer.byteLength(line.text) });
+            requests.add(line.number, Buffer.byteLength(line.text));
             prefixes.add(prefixSignature(facts.endpoint, checked.line.body));
           }
         }

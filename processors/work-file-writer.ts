@@ -5,15 +5,32 @@ import { join } from 'node:path';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import type { ChunkSpec } from '../src/domain/batch.js';
 import { workFileBlobKey, workRecord, workRecordBytes } from '../src/domain/work-file.js';
+import { Uint32List } from '../src/domain/uint32-list.js';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../src/private-files.js';
 import { physicalLines } from './jsonl-lines.js';
 
-/** A request line of the input file, as validation found it. */
-export interface RequestLine {
-  /** 1-based physical line number in the input file. */
-  readonly number: number;
-  /** UTF-8 bytes of its text, without the line ending. */
-  readonly textBytes: number;
+/** The request lines of an input file, as validation found them, in file order: two numbers each. */
+export class RequestLines {
+  private readonly numbers = new Uint32List();
+  private readonly bytes = new Uint32List();
+
+  get length(): number {
+    return this.numbers.length;
+  }
+
+  /** `number`: 1-based physical line number in the input file; `textBytes`: UTF-8 bytes of its text, without the line ending. */
+  add(number: number, textBytes: number): void {
+    this.numbers.push(number);
+    this.bytes.push(textBytes);
+  }
+
+  number(index: number): number {
+    return this.numbers.at(index);
+  }
+
+  textBytes(index: number): number {
+    return this.bytes.at(index);
+  }
 }
 
 /** Positional writes in flight at once while the input streams through. */
@@ -29,21 +46,21 @@ export class WorkFileWriter {
   constructor(private readonly deps: { blobStore: BlobStore; scratchDir: string }) {}
 
   /** `chunkSizes`: lines in each chunk, in order, adding up to the lines. */
-  async write(batchId: string, inputKey: string, lines: readonly RequestLine[], order: readonly number[], chunkSizes: readonly number[]): Promise<{ key: string; chunks: ChunkSpec[] }> {
+  async write(batchId: string, inputKey: string, lines: RequestLines, order: readonly number[], chunkSizes: readonly number[]): Promise<{ key: string; chunks: ChunkSpec[] }> {
     const offsets = new Float64Array(lines.length);
     const chunks: ChunkSpec[] = [];
     let at = 0;
     let chunkEnds = 0;
     for (let position = 0; position < order.length; position++) {
       const index = order[position]!;
-      const line = lines[index]!;
+      const number = lines.number(index);
       if (position === chunkEnds) {
         chunkEnds += chunkSizes[chunks.length] ?? Number.POSITIVE_INFINITY;
-        chunks.push({ index: chunks.length, first_line: line.number, lines: 0, start: at, end: at });
+        chunks.push({ index: chunks.length, first_line: number, lines: 0, start: at, end: at });
       }
       const chunk = chunks[chunks.length - 1]! as { lines: number; end: number };
       offsets[index] = at;
-      at += workRecordBytes(line.number, line.textBytes);
+      at += workRecordBytes(number, lines.textBytes(index));
       chunk.lines += 1;
       chunk.end = at;
     }
@@ -60,10 +77,9 @@ export class WorkFileWriter {
         let next = 0;
         try {
           for await (const physical of physicalLines(source)) {
-            const line = lines[next];
-            if (!line || physical.number !== line.number) continue;
-            const record = Buffer.from(workRecord(line.number, physical.text));
-            if (record.length !== workRecordBytes(line.number, line.textBytes)) throw new Error(`input line ${line.number} changed since validation`);
+            if (next >= lines.length || physical.number !== lines.number(next)) continue;
+            const record = Buffer.from(workRecord(physical.number, physical.text));
+            if (record.length !== workRecordBytes(physical.number, lines.textBytes(next))) throw new Error(`input line ${physical.number} changed since validation`);
             const write: Promise<void> = file
               .write(record, 0, record.length, offsets[next]!)
               .then(

@@ -3,6 +3,7 @@
 // back compute it once, while the same lines in file order evict and recompute it again and again.
 import { createHash } from 'node:crypto';
 import type { BatchEndpoint } from './batch.js';
+import { Uint32List } from './uint32-list.js';
 
 /**
  * A shared prefix shorter than this many characters (about 64 tokens, four KV blocks) is not worth
@@ -57,19 +58,24 @@ export function prefixSignature(endpoint: BatchEndpoint, body: Record<string, un
  */
 export class PrefixSignatureTable {
   private readonly firstOfPath = new Map<string, number>();
-  readonly keys: number[][] = [];
+  /** PREFIX_LEVELS keys a line, line after line. */
+  private readonly keys = new Uint32List();
   /** Whether two lines share a path at some level: without, every key is the line's own position. */
   private shared = false;
 
+  /** Lines added so far. */
+  get length(): number {
+    return this.keys.length / PREFIX_LEVELS;
+  }
+
   /** Adds the next line in file order. */
   add(signature: readonly (string | undefined)[]): void {
-    const position = this.keys.length;
+    const position = this.length;
     const path = signature.filter((hash): hash is string => hash !== undefined);
-    const keys: number[] = [];
     let parent = '';
     for (let level = 0; level < PREFIX_LEVELS; level++) {
       if (level >= path.length) {
-        keys.push(position);
+        this.keys.push(position);
         continue;
       }
       const key = `${parent}/${path[level]}`;
@@ -80,32 +86,28 @@ export class PrefixSignatureTable {
       } else {
         this.shared = true;
       }
-      keys.push(first);
+      this.keys.push(first);
       // The first line's position names the path from here on, which keeps keys short.
       parent = String(first);
     }
-    this.keys.push(keys);
   }
 
   /** The order to run the lines in, as positions in the file; undefined when it is file order. */
   order(): number[] | undefined {
     // No sort of 50,000 positions to find the file's own order.
-    return this.shared ? prefixOrder(this.keys) : undefined;
+    if (!this.shared) return undefined;
+    const keys = this.keys;
+    const order = Array.from({ length: this.length }, (_, position) => position);
+    order.sort((a, b) => {
+      for (let level = 0; level < PREFIX_LEVELS; level++) {
+        const left = keys.at(a * PREFIX_LEVELS + level);
+        const right = keys.at(b * PREFIX_LEVELS + level);
+        if (left !== right) return left - right;
+      }
+      return a - b;
+    });
+    return order.every((line, position) => line === position) ? undefined : order;
   }
-}
-
-/** Positions sorted by their keys (see PrefixSignatureTable); undefined when that is file order. */
-export function prefixOrder(keys: readonly (readonly number[])[]): number[] | undefined {
-  const order = keys.map((_, position) => position);
-  order.sort((a, b) => {
-    const left = keys[a]!;
-    const right = keys[b]!;
-    for (let level = 0; level < left.length; level++) {
-      if (left[level] !== right[level]) return left[level]! - right[level]!;
-    }
-    return a - b;
-  });
-  return order.every((line, position) => line === position) ? undefined : order;
 }
 
 /** The prompt as the engine's prefix cache sees it, in order: instructions first. */
