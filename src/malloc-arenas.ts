@@ -2,10 +2,11 @@
  * How many malloc arenas a long-running Spool process asks glibc for, unless the operator set
  * MALLOC_ARENA_MAX. glibc gives each thread that allocates an arena of its own, up to 8 per core,
  * and keeps what each has held: a service process runs a dozen threads (the engine I/O thread,
- * libuv's pool, V8's helpers), and during a 50,000-line batch their arenas held about 17 MiB more
- * than two do, at no measurable cost in throughput (bench/FINDINGS.md, memory).
+ * libuv's pool, V8's helpers). During a 50,000-line batch a second arena held 14–18 MiB in the
+ * runs where one was made (not every run makes one); with one arena the batch peaked 7–10 MiB
+ * lower, at the same throughput within the rounds' spread (bench/FINDINGS.md, memory).
  */
-export const MALLOC_ARENA_MAX = '2';
+export const MALLOC_ARENA_MAX = '1';
 
 /** The commands that run until stopped: the service, a processor, the relay. */
 const LONG_RUNNING = new Set(['serve', 'processor', 'relay']);
