@@ -44,12 +44,14 @@ export function semiSpaceBytes(): number {
 }
 
 /**
- * Applies the policy to this process, the parts node was not given flags for. V8 fixes its
- * largest semi-space when the process starts, so the young generation is held by its growth
- * factor instead: after each collection it is 1 (no growth) once the semi-space has reached its
- * size, and V8's default of 2 while it is smaller (V8 shrinks the young generation of a process
- * that idles, which may then grow again up to the same size). The old generation's growth factor
- * is read at each full collection. Returns a function that stops holding the young generation.
+ * Applies the policy to this process, the parts node was not given flags for. A long-running
+ * command starts with its young generation's size as a flag (process-limits.ts), where it could
+ * start over; otherwise, since V8 fixes its largest semi-space when the process starts, the young
+ * generation is held by its growth factor instead: after each collection it is 1 (no growth) once
+ * the semi-space has reached its size, and V8's default of 2 while it is smaller (V8 shrinks the
+ * young generation of a process that idles, which may then grow again up to the same size). The
+ * old generation's growth factor is read at each full collection. Returns a function that stops
+ * holding the young generation.
  */
 export function applyHeapPolicy(
   policy: HeapPolicy = DEFAULT_HEAP_POLICY,
