@@ -338,7 +338,7 @@ if (results.upload || results.overhead || results.batch) {
     const { small, large } = results.overhead.data;
     lines.push(
       `Batches: from ${small.lines.toLocaleString('en')} to ${large.lines.toLocaleString('en')} lines, ten times the lines, peak RSS changes by ${fixed(large.spoolPeakRssMiB - small.spoolPeakRssMiB)} MiB. ` +
-        'A service process holds its heap to a small multiple of its live data (src/heap-policy.ts) and runs with one malloc arena (src/malloc-arenas.ts); validation keeps 4 bytes a figure of each line (src/domain/uint32-list.ts); the runner keeps at most 32 lines of each running chunk waiting for an engine slot, ' +
+        'A service process holds its heap to a small multiple of its live data (src/heap-policy.ts), and starts with a 2 MiB semi-space and one malloc arena (src/process-limits.ts); validation keeps 4 bytes a figure of each line (src/domain/uint32-list.ts); the runner keeps at most 32 lines of each running chunk waiting for an engine slot, ' +
         "the finalizer copies the chunks' rendered parts through one buffer, and a download reuses its read buffers. What the peak is made of, and what was tried against it: bench/FINDINGS.md (memory).",
     );
     if (capped) {
