@@ -17,6 +17,12 @@ describe('Uint32List', () => {
     expect([list.at(0), list.at(1)]).toEqual([0, 2 ** 32 - 1]);
   });
 
+  it('refuses a value it could not hold as given, rather than storing it wrapped or truncated', () => {
+    const list = new Uint32List();
+    for (const value of [-1, 2 ** 32, 1.5, Number.NaN]) expect(() => list.push(value)).toThrow(/not an unsigned 32-bit integer/);
+    expect(list.length).toBe(0);
+  });
+
   it('refuses an index outside what was pushed, rather than reading the unused capacity as 0', () => {
     const list = new Uint32List(8);
     list.push(7);
