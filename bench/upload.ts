@@ -1,4 +1,5 @@
 import { createReadStream, createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +56,19 @@ function upload(url: string, path: string, size: number): Promise<number> {
   });
 }
 
+/**
+ * Stops the bare baseline server. One, sent SIGTERM after its upload, once stopped listening and
+ * then waited on a lock in its exit for good; after 10 s it is killed (its figures are taken by then).
+ */
+async function stopBaseline(child: ChildProcess): Promise<void> {
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  try {
+    await stop(child);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export interface UploadResult {
   megabytes: number;
   rounds: number;
@@ -76,7 +90,7 @@ async function measure(path: string, size: number, rounds: number, work: string)
     const base = await startNode(join(packageRoot, 'dist/bench/baseline-upload-server.js'), [baseDir], {}, /listening on (\d+)/);
     baseline.push(size / MIB / (await upload(`http://127.0.0.1:${base.match[1]}/`, path, size)));
     baselineRss.push(peakRssMiB(base.child.pid!));
-    await stop(base.child);
+    await stopBaseline(base.child);
     rmSync(baseDir, { recursive: true, force: true });
 
     const dataDir = mkdtempSync(join(work, 'spool-'));
