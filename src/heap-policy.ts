@@ -7,7 +7,7 @@ import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
  * V8 sizes its heap for a program that wants throughput and has memory to spare: under steady
  * load the young generation doubles until it reaches 2 × 64 MiB, and after each full collection
  * the old generation may grow to four times what survived before the next one. A Spool process
- * keeps some 30 MiB alive however long a batch is, but it allocates tens of kilobytes per line,
+ * keeps some 25–30 MiB alive however long a batch is, but it allocates tens of kilobytes per line,
  * so the longer a batch runs the closer the heap comes to those ceilings: during a 50,000-line
  * batch it held about 250 MiB, almost all of it garbage not yet collected, against about 120 MiB
  * for 5,000 lines (bench/FINDINGS.md, memory). These limits keep the heap within a small multiple
@@ -37,6 +37,12 @@ export function heapPolicyParts(nodeFlags: readonly string[]): { youngGeneration
   return { youngGeneration: !given(YOUNG_GENERATION_FLAGS), oldGeneration: !given(OLD_GENERATION_FLAGS) };
 }
 
+/** The flags node was given: its command line's, then NODE_OPTIONS' (node accepts them quoted there). */
+export function nodeFlagsOfThisProcess(): string[] {
+  const options = (process.env.NODE_OPTIONS ?? '').split(/\s+/).map((flag) => flag.replace(/^["']|["']$/g, ''));
+  return [...process.execArgv, ...options.filter(Boolean)];
+}
+
 /** The young generation's semi-space (new_space holds two), in bytes: what it may hold before a young collection. */
 export function semiSpaceBytes(): number {
   const space = getHeapSpaceStatistics().find((candidate) => candidate.space_name === 'new_space');
@@ -55,7 +61,7 @@ export function semiSpaceBytes(): number {
  */
 export function applyHeapPolicy(
   policy: HeapPolicy = DEFAULT_HEAP_POLICY,
-  nodeFlags: readonly string[] = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)],
+  nodeFlags: readonly string[] = nodeFlagsOfThisProcess(),
 ): () => void {
   const parts = heapPolicyParts(nodeFlags);
   if (parts.oldGeneration) setFlagsFromString(`--heap-growing-percent=${policy.oldGrowthPercent}`);

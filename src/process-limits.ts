@@ -1,12 +1,13 @@
-import { heapPolicyParts } from './heap-policy.js';
+import { heapPolicyParts, nodeFlagsOfThisProcess } from './heap-policy.js';
 
 /**
  * How many malloc arenas a long-running Spool process asks glibc for, unless the operator set
  * MALLOC_ARENA_MAX. glibc gives each thread that allocates an arena of its own, up to 8 per core,
  * and keeps what each has held: a service process runs a dozen threads (the engine I/O thread,
  * libuv's pool, V8's helpers). During a 50,000-line batch a second arena held 14–18 MiB in the
- * runs where one was made (not every run makes one); with one arena the batch peaked 7–10 MiB
- * lower, at the same throughput within the rounds' spread (bench/FINDINGS.md, memory).
+ * runs where one was made (not every run makes one); with one arena the batch peaked about 10 MiB
+ * lower (7 at 5,000 lines, 11 for the largest process on Kafka), at the same throughput within
+ * the rounds' spread (bench/FINDINGS.md, memory).
  */
 export const MALLOC_ARENA_MAX = '1';
 
@@ -14,7 +15,7 @@ export const MALLOC_ARENA_MAX = '1';
  * The young generation's semi-space of a long-running process, in MiB (V8 sizes it at start
  * only, for every isolate of the process). The heap policy's hold of it at run time
  * (heap-policy.ts) lets it double past its limit before the hold takes: the main isolate held 16
- * MiB of young generation through a batch. At 2 MiB a 50,000-line batch peaked 8–12 MiB lower;
+ * MiB of young generation through a batch. At 2 MiB a 50,000-line batch peaked 8–13 MiB lower;
  * the cost is more young collections, about 7% of the lines per second when the upstream answers
  * at once and nothing measurable against a 100 ms one (bench/FINDINGS.md, memory).
  */
@@ -59,8 +60,7 @@ export function startOverWith(
  * and V8's defaults, and the heap policy's hold).
  */
 export function startUnderProcessLimits(): void {
-  const nodeFlags = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean)];
-  const restart = startOverWith(process.argv.slice(2), process.env, nodeFlags, process.platform, typeof process.execve === 'function');
+  const restart = startOverWith(process.argv.slice(2), process.env, nodeFlagsOfThisProcess(), process.platform, typeof process.execve === 'function');
   if (!restart) return;
   try {
     process.execve!(process.execPath, [process.execPath, ...restart.nodeFlags, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...restart.env });

@@ -44,7 +44,8 @@ describe('the limits long-running processes start under', () => {
     async () => {
       const cases: Array<{ given: Record<string, string>; arenas: string; flag: string | undefined }> = [
         { given: {}, arenas: MALLOC_ARENA_MAX, flag: SEMI_SPACE_FLAG },
-        { given: { MALLOC_ARENA_MAX: '4', NODE_OPTIONS: '--max-semi-space-size=16' }, arenas: '4', flag: undefined },
+        // node accepts a quoted option in NODE_OPTIONS; it is the operator's all the same.
+        { given: { MALLOC_ARENA_MAX: '4', NODE_OPTIONS: '"--max-semi-space-size=16"' }, arenas: '4', flag: undefined },
       ];
       for (const [index, { given, arenas, flag }] of cases.entries()) {
         const env = { PORT: '0', DATA_DIR: join(work, `data-${index}`), API_KEY: 'limits-api-key-0123456789', ...given };
