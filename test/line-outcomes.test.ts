@@ -1,7 +1,9 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LineOutcomeLog } from '../src/application/line-outcomes.js';
-import type { LineOutcome } from '../src/domain/line-outcome.js';
+import { deterministicUuid } from '../src/domain/derived-ids.js';
+import { type LineOutcome, lineOutcomeEventId } from '../src/domain/line-outcome.js';
+import { batchLinesStreamName } from '../src/domain/stream-names.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { tempDir } from './support/service.js';
 
@@ -43,5 +45,42 @@ describe('line outcomes', () => {
     expect(await log.record('batch_x', 0, [outcome(1, 'c'), outcome(4, 'c')], 'test')).toBe(1);
     expect((await log.read('batch_x', 0)).map((event) => (event.data as { line: number }).line)).toEqual([1, 2, 3, 4]);
     await store.close();
+  });
+
+  it('drops a line its chunk already holds under another event id, as an earlier version recorded it', async () => {
+    const store = new SqliteEventStore(join(tempDir('outcomes-earlier-ids'), 'events.sqlite'));
+    // Earlier versions derived a line's event id from a hash of batch and line.
+    const earlier = outcome(2, 'earlier');
+    await store.appendToStream(batchLinesStreamName('batch_x', 0), [
+      { id: deterministicUuid('batch_x/line/2'), type: earlier.type, data: earlier.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1 } },
+    ]);
+    expect(await new LineOutcomeLog(store).record('batch_x', 0, [outcome(1, 'now'), outcome(2, 'now')], 'test')).toBe(1);
+    // A log that has not seen the chunk yet reads both ids' lines from the stream.
+    expect(await new LineOutcomeLog(store).record('batch_x', 0, [outcome(2, 'again'), outcome(1, 'again')], 'test')).toBe(0);
+    const events = await new LineOutcomeLog(store).read('batch_x', 0);
+    expect(events.map((event) => [(event.data as { line: number }).line, (event.data as { request_id: string }).request_id])).toEqual([
+      [2, 'earlier'],
+      [1, 'now'],
+    ]);
+    expect(events[1]!.id).toBe(lineOutcomeEventId('batch_x', 1));
+    await store.close();
+  });
+
+  it('gives each line a UUID of its own that sorts by line within its batch', () => {
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+    const lines = [0, 1, 9, 10, 255, 256, 4095, 49_999, 2 ** 48 - 1];
+    const ids = lines.map((line) => lineOutcomeEventId('batch_a', line));
+    for (const id of ids) expect(id).toMatch(uuid);
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(lines.length);
+    // Another batch's ids share none of these, and its own prefix.
+    const other = lines.map((line) => lineOutcomeEventId('batch_b', line));
+    expect(other.filter((id) => ids.includes(id))).toEqual([]);
+    expect(new Set(other.map((id) => id.slice(0, 24))).size).toBe(1);
+    expect(other[0]!.slice(0, 24)).not.toBe(ids[0]!.slice(0, 24));
+    // Asked again after another batch, the same line gets the same id.
+    expect(lineOutcomeEventId('batch_a', 9)).toBe(ids[2]);
+    expect(() => lineOutcomeEventId('batch_a', 2 ** 48)).toThrow(RangeError);
+    expect(() => lineOutcomeEventId('batch_a', -1)).toThrow(RangeError);
   });
 });

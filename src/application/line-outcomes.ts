@@ -11,16 +11,17 @@ const MAX_ATTEMPTS = 20;
  */
 const REMEMBERED_CHUNKS = 64;
 
-/** What this process knows of a chunk's stream: every event up to `revision`, by id. */
+/** What this process knows of a chunk's stream: the lines of every event up to `revision`. */
 interface KnownChunk {
   revision: bigint | undefined;
-  readonly ids: Set<string>;
+  readonly lines: Set<number>;
 }
 
 /**
  * The outcome streams of a batch, one per chunk. Recording is exactly-once per line: outcomes
  * for lines the stream already holds are dropped, whoever recorded them (a redelivered chunk, a
- * second worker, a run before a crash). What a chunk's stream holds is remembered between
+ * second worker, a run before a crash) and whatever their event ids (earlier versions derived
+ * them from a hash; the line number is what tells). What a chunk's stream holds is remembered between
  * groups, so each group reads only the events appended since the last one (by others), not the
  * whole stream again; the append's expected revision still catches any append it did not see.
  */
@@ -44,8 +45,8 @@ export class LineOutcomeLog {
   }
 
   /**
-   * The chunk's run here is over: what it recorded is not remembered any longer (a batch's ids
-   * would otherwise stay in memory, about 100 bytes a line). Recording to it again reads its
+   * The chunk's run here is over: what it recorded is not remembered any longer (a batch's line
+   * numbers would otherwise stay in memory). Recording to it again reads its
    * stream first, as for any chunk not remembered.
    */
   forget(batchId: string, chunk: number): void {
@@ -55,30 +56,30 @@ export class LineOutcomeLog {
   /** Records the outcomes not recorded yet; returns how many were new. */
   async record(batchId: string, chunk: number, outcomes: readonly LineOutcome[], correlationId: string): Promise<number> {
     const stream = batchLinesStreamName(batchId, chunk);
-    const known = this.known.get(stream) ?? { revision: undefined, ids: new Set<string>() };
+    const known = this.known.get(stream) ?? { revision: undefined, lines: new Set<number>() };
     // Most recently used last: the oldest is forgotten first (and read again if it is needed).
     this.known.delete(stream);
     this.known.set(stream, known);
     if (this.known.size > REMEMBERED_CHUNKS) this.known.delete(this.known.keys().next().value!);
     for (let attempt = 1; ; attempt++) {
       for await (const event of this.eventStore.readStream(stream, known.revision === undefined ? {} : { fromRevision: known.revision + 1n })) {
-        known.ids.add(event.id);
+        known.lines.add((event.data as { line: number }).line);
         known.revision = event.revision;
       }
       const fresh: NewEvent[] = [];
       const freshOutcomes: LineOutcome[] = [];
-      const taken = new Set<string>();
+      const taken = new Set<number>();
       for (const outcome of outcomes) {
-        const id = lineOutcomeEventId(batchId, outcome.data.line);
-        if (known.ids.has(id) || taken.has(id)) continue;
-        taken.add(id);
+        const line = outcome.data.line;
+        if (known.lines.has(line) || taken.has(line)) continue;
+        taken.add(line);
         freshOutcomes.push(outcome);
-        fresh.push({ id, type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
+        fresh.push({ id: lineOutcomeEventId(batchId, line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
       }
       if (fresh.length === 0) return 0;
       try {
         const appended = await this.eventStore.appendToStream(stream, fresh, { expectedRevision: known.revision ?? 'no_stream' });
-        for (const id of taken) known.ids.add(id);
+        for (const line of taken) known.lines.add(line);
         // Advanced only when the append is exactly ours: an append answered as a repeat of
         // earlier ones may sit after events this process has not read yet.
         const next = (known.revision ?? -1n) + BigInt(fresh.length);

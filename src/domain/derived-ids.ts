@@ -13,6 +13,31 @@ export function deterministicUuid(name: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
+/** Line numbers fit in the 48 bits an ordered UUID gives them (12 hex digits). */
+const MAX_ORDERED_NUMBER = 2 ** 48 - 1;
+
+/**
+ * A UUID (version 8, RFC 9562) that sorts by (name, number): its first 74 free bits come from a
+ * sha256 of the name, its last 48 are the number. Ids of one name are neighbours in any index
+ * keyed by id, in number order; ids from a hash alone scatter each insert onto its own page.
+ */
+export function orderedUuid(name: string, number: number): string {
+  if (!Number.isInteger(number) || number < 0 || number > MAX_ORDERED_NUMBER) throw new RangeError(`orderedUuid takes a number from 0 to 2^48 - 1, not ${number}`);
+  return `${orderedUuidPrefix(name)}${number.toString(16).padStart(12, '0')}`;
+}
+
+let lastPrefix: { name: string; prefix: string } | undefined;
+
+function orderedUuidPrefix(name: string): string {
+  // One batch's lines are recorded together: its prefix is worked out once, not per line.
+  if (lastPrefix?.name === name) return lastPrefix.prefix;
+  const hex = createHash('sha256').update(name).digest('hex');
+  const variant = ((parseInt(hex[15]!, 16) & 0x3) | 0x8).toString(16);
+  const prefix = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-${variant}${hex.slice(16, 19)}-`;
+  lastPrefix = { name, prefix };
+  return prefix;
+}
+
 /** A stable id derived from a name, with a prefix: `file-…` for a batch's output file, `batch_req_…` for a line. */
 export function derivedId(prefix: string, name: string): string {
   return `${prefix}${createHash('sha256').update(name).digest('hex').slice(0, 24)}`;

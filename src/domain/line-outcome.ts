@@ -1,7 +1,7 @@
 // A line's outcome (stream batchlines-<batch_id>-<chunk>): the events' data, their ids, and how a
 // failed line reads in the batch's errors. Pure.
 import type { BatchError } from './batch.js';
-import { deterministicUuid } from './derived-ids.js';
+import { orderedUuid } from './derived-ids.js';
 
 /** Tokens an engine reports for one request (OpenAI's usage object). */
 export interface Usage {
@@ -39,8 +39,14 @@ export interface LineFailedData {
 
 export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineCompletedData } | { readonly type: 'LineFailed'; readonly data: LineFailedData };
 
-/** One id per input line, whatever its outcome: the first outcome recorded is the only one. */
-export const lineOutcomeEventId = (batchId: string, line: number): string => deterministicUuid(`${batchId}/line/${line}`);
+/**
+ * One id per input line, whatever its outcome, in line order within the batch. A group of
+ * outcomes then lands on a few pages of the log's id index and of the history's, where ids from
+ * a hash put each line on a page of its own (about one page written per line and commit). Which
+ * lines a chunk's stream already holds is told by their line numbers, not by these ids: earlier
+ * versions derived them from a hash (LineOutcomeLog).
+ */
+export const lineOutcomeEventId = (batchId: string, line: number): string => orderedUuid(`${batchId}/lines`, line);
 
 /** A failed line as an entry of the batch's errors.data (spec §7). */
 export function lineError(data: LineFailedData): BatchError {
