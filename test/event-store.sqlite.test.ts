@@ -23,4 +23,34 @@ describe('the embedded event store on disk', () => {
     await expect(reopened.appendToStream('durable-1', [{ id: randomUUID(), type: 'Happened', data: {}, metadata: { schemaVersion: 1 } }], { expectedRevision: 0n })).rejects.toMatchObject({ actual: 1n });
     await reopened.close();
   });
+
+  it('commits the appends asked for in one turn together, each standing or failing on its own', async () => {
+    const path = join(tempDir('events-group'), 'events.sqlite');
+    const store = new SqliteEventStore(path);
+    const event = (type: string) => ({ id: randomUUID(), type, data: {}, metadata: { schemaVersion: 1 } });
+    await store.appendToStream('group-b', [event('B0')]);
+    const repeated = event('A1');
+    const appends = [
+      store.appendToStream('group-a', [event('A0')], { expectedRevision: 'no_stream' }),
+      store.appendToStream('group-b', [event('B1')], { expectedRevision: 'no_stream' }),
+      store.appendToStream('group-a', [repeated], { expectedRevision: 0n }),
+      store.appendToStream('group-a', [repeated], { expectedRevision: 0n }),
+      store.appendToStream('group-c', [event('C0'), event('C1')]),
+    ];
+    const results = await Promise.allSettled(appends);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
+    expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ name: 'WrongExpectedRevisionError' });
+    // The repeat is answered as the first (idempotent), and one commit holds all of them.
+    expect((results[3] as PromiseFulfilledResult<unknown>).value).toEqual((results[2] as PromiseFulfilledResult<unknown>).value);
+    const all = await store.readAll({ maxCount: 10 });
+    expect(all.map((recorded) => recorded.type)).toEqual(['B0', 'A0', 'A1', 'C0', 'C1']);
+    expect(new Set(all.slice(1).map((recorded) => recorded.recordedAt)).size).toBe(1);
+    // A store closed with appends asked for commits them first.
+    const late = store.appendToStream('group-d', [event('D0')]);
+    await store.close();
+    await expect(late).resolves.toMatchObject({ nextExpectedRevision: 0n });
+    const reopened = new SqliteEventStore(path);
+    expect((await reopened.readAll({ maxCount: 10 })).map((recorded) => recorded.type)).toEqual(['B0', 'A0', 'A1', 'C0', 'C1', 'D0']);
+    await reopened.close();
+  });
 });

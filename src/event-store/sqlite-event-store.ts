@@ -27,6 +27,14 @@ interface EventRow {
 
 const PAGE_SIZE = 1000;
 
+interface QueuedAppend {
+  readonly streamName: string;
+  readonly events: readonly NewEvent[];
+  readonly expected: ExpectedRevision;
+  readonly resolve: (result: AppendResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 /**
  * SQLite's page cache for this connection, in KiB (a negative cache_size). better-sqlite3 builds
  * SQLite with 16 MiB per connection, which a long batch's log fills; the pages that matter (the
@@ -45,6 +53,8 @@ export class SqliteEventStore implements EventStore {
   private readonly appended = new EventEmitter();
   private readonly subscriptions = new Set<Subscription>();
   private readonly statements;
+  private readonly appendInSavepoint: (streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) => { result: AppendResult; wrote: boolean };
+  private queued: QueuedAppend[] = [];
 
   constructor(
     path: string,
@@ -88,6 +98,9 @@ export class SqliteEventStore implements EventStore {
       ),
       head: this.db.prepare<[], { position: number | null }>('SELECT max(position) AS position FROM events'),
     };
+    this.appendInSavepoint = this.db.transaction((streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) =>
+      this.appendInTransaction(streamName, events, expected, recordedAt),
+    );
   }
 
   async appendToStream(
@@ -97,15 +110,58 @@ export class SqliteEventStore implements EventStore {
   ): Promise<AppendResult> {
     if (events.length === 0) throw new Error('appendToStream needs at least one event');
     const expected = options.expectedRevision ?? 'any';
-    const result = this.db.transaction(() => this.appendInTransaction(streamName, events, expected)).immediate();
-    if (result.wrote) this.appended.emit('appended');
-    return result.result;
+    return new Promise((resolve, reject) => {
+      this.queued.push({ streamName, events, expected, resolve, reject });
+      if (this.queued.length === 1) setImmediate(() => this.commitQueued());
+    });
+  }
+
+  /**
+   * Group commit: the appends asked for in one turn of the event loop (the outcome groups of
+   * several chunks, flushed together) share one transaction and one fsync, each in a savepoint of
+   * its own, so one that fails its expected revision leaves the others in. Each caller hears of
+   * its append only once the commit is durable, as when each had its own.
+   */
+  private commitQueued(): void {
+    const queued = this.queued;
+    this.queued = [];
+    if (queued.length === 0) return;
+    const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
+    let wrote = false;
+    // One commit, one time: its events all carry it.
+    const recordedAt = Date.now();
+    try {
+      this.db
+        .transaction(() => {
+          for (const append of queued) {
+            try {
+              // A transaction function called inside another runs in a savepoint.
+              const outcome = this.appendInSavepoint(append.streamName, append.events, append.expected, recordedAt);
+              wrote ||= outcome.wrote;
+              settled.push({ result: outcome.result });
+            } catch (error) {
+              settled.push({ error });
+            }
+          }
+        })
+        .immediate();
+    } catch (error) {
+      for (const append of queued) append.reject(error);
+      return;
+    }
+    if (wrote) this.appended.emit('appended');
+    queued.forEach((append, index) => {
+      const outcome = settled[index]!;
+      if ('error' in outcome) append.reject(outcome.error);
+      else append.resolve(outcome.result);
+    });
   }
 
   private appendInTransaction(
     streamName: string,
     events: readonly NewEvent[],
     expected: ExpectedRevision,
+    recordedAt: number,
   ): { result: AppendResult; wrote: boolean } {
     const existing = events.map((event) => this.statements.byEventId.get(event.id));
     const found = existing.filter((row): row is EventRow => row !== undefined);
@@ -122,7 +178,6 @@ export class SqliteEventStore implements EventStore {
       (typeof expected === 'bigint' && last !== null && BigInt(last) === expected);
     if (!matches) throw new WrongExpectedRevisionError(streamName, expected, actual);
 
-    const recordedAt = Date.now();
     let revision = last === null ? 0 : last + 1;
     let position = 0;
     for (const event of events) {
@@ -221,6 +276,8 @@ export class SqliteEventStore implements EventStore {
 
   async close(): Promise<void> {
     await Promise.all([...this.subscriptions].map((subscription) => subscription.stop()));
+    // Appends asked for before close are committed, not lost with the connection.
+    this.commitQueued();
     this.db.close();
   }
 }
