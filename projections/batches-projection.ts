@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { type LineCompletedData, type LineFailedData, lineError } from '../src/domain/line-outcome.js';
+import { type LineCompletedData, type LineFailedData, type Usage, lineError } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
 import { parseStreamName } from '../src/domain/stream-names.js';
@@ -78,11 +78,29 @@ export const batchesProjection: Projection = {
     db.exec('DROP TABLE IF EXISTS batches; DROP TABLE IF EXISTS batch_chunks; DROP TABLE IF EXISTS batch_errors;');
   },
   apply(db, recorded) {
-    const stream = parseStreamName(recorded.streamName);
-    if (stream?.kind === 'batchlines') {
-      applyLineOutcome(db, recorded);
-      return;
+    applyPage(db, [recorded]);
+  },
+  applyPage,
+};
+
+/**
+ * A page holds hundreds of line outcomes of a few batches: their counters move by one UPDATE per
+ * batch, written before any other event of the page is applied and at the page's end.
+ */
+function applyPage(db: Database.Database, events: readonly RecordedEvent[]): void {
+  const counts = new LineOutcomeCounts();
+  for (const recorded of events) {
+    if (parseStreamName(recorded.streamName)?.kind === 'batchlines') {
+      applyLineOutcome(db, recorded, counts);
+      continue;
     }
+    counts.write(db);
+    applyBatchEvent(db, recorded);
+  }
+  counts.write(db);
+}
+
+function applyBatchEvent(db: Database.Database, recorded: RecordedEvent): void {
     const event = recorded as unknown as BatchEvent;
     // Status and stopping values come from the domain's transition table, never from literals here.
     const set = (assignments: string, params: object) =>
@@ -132,20 +150,55 @@ export const batchesProjection: Projection = {
         set("status = @status, expired_at = @expired_at, output_file_id = @output_file_id, error_file_id = @error_file_id", event.data);
         return;
     }
-  },
-};
+}
 
-function applyLineOutcome(db: Database.Database, recorded: RecordedEvent): void {
+interface OutcomeCounters {
+  completed: number;
+  failed: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cached_tokens: number;
+  reasoning_tokens: number;
+}
+
+/** What a run of line outcomes adds to each batch's counters, until written. */
+class LineOutcomeCounts {
+  private readonly byBatch = new Map<string, OutcomeCounters>();
+
+  add(batchId: string, completed: boolean, usage: Usage): void {
+    let counters = this.byBatch.get(batchId);
+    if (!counters) {
+      counters = { completed: 0, failed: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_tokens: 0, reasoning_tokens: 0 };
+      this.byBatch.set(batchId, counters);
+    }
+    if (completed) counters.completed += 1;
+    else counters.failed += 1;
+    counters.prompt_tokens += usage.prompt_tokens;
+    counters.completion_tokens += usage.completion_tokens;
+    counters.total_tokens += usage.total_tokens;
+    counters.cached_tokens += usage.cached_tokens ?? 0;
+    counters.reasoning_tokens += usage.reasoning_tokens ?? 0;
+  }
+
+  write(db: Database.Database): void {
+    for (const [batchId, counters] of this.byBatch) {
+      statement(
+        db,
+        `UPDATE batches SET completed = completed + @completed, failed = failed + @failed,
+           prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens,
+           cached_tokens = cached_tokens + @cached_tokens, reasoning_tokens = reasoning_tokens + @reasoning_tokens
+         WHERE id = @batch_id`,
+      ).run({ batch_id: batchId, ...counters });
+    }
+    this.byBatch.clear();
+  }
+}
+
+function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, counts: LineOutcomeCounts): void {
   if (recorded.type !== 'LineCompleted' && recorded.type !== 'LineFailed') return;
   const data = recorded.data as unknown as LineCompletedData | LineFailedData;
-  const completed = recorded.type === 'LineCompleted' ? 1 : 0;
-  statement(
-    db,
-    `UPDATE batches SET completed = completed + @completed, failed = failed + @failed,
-       prompt_tokens = prompt_tokens + @prompt_tokens, completion_tokens = completion_tokens + @completion_tokens, total_tokens = total_tokens + @total_tokens,
-       cached_tokens = cached_tokens + @cached_tokens, reasoning_tokens = reasoning_tokens + @reasoning_tokens
-     WHERE id = @batch_id`,
-  ).run({ batch_id: data.batch_id, completed, failed: 1 - completed, cached_tokens: 0, reasoning_tokens: 0, ...data.usage });
+  counts.add(data.batch_id, recorded.type === 'LineCompleted', data.usage);
   if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
 }
 

@@ -9,4 +9,20 @@ export interface Projection {
   create(db: Database.Database): void;
   drop(db: Database.Database): void;
   apply(db: Database.Database, event: RecordedEvent): void;
+  /**
+   * Applies a page of events in log order, in one transaction: a projection that can fold
+   * several events into one write (the counters a batch's line outcomes move) takes them here.
+   * Without it, each event is applied on its own.
+   */
+  applyPage?(db: Database.Database, events: readonly RecordedEvent[]): void;
+}
+
+/** Applies events in log order to one projection, a page at once where it takes pages. */
+export function applyEvents(projection: Projection, db: Database.Database, events: readonly RecordedEvent[]): void {
+  if (events.length === 0) return;
+  if (projection.applyPage) {
+    projection.applyPage(db, events);
+    return;
+  }
+  for (const event of events) projection.apply(db, event);
 }

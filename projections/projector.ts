@@ -9,7 +9,7 @@ import {
   positionFromString,
   positionToString,
 } from '../src/event-store/event-store.js';
-import type { Projection } from './projection.js';
+import { type Projection, applyEvents } from './projection.js';
 import { type StreamKind, parseStreamName } from '../src/domain/stream-names.js';
 import { statement } from './read-model-store.js';
 
@@ -107,11 +107,10 @@ export class Projector {
     if (!last) return;
     const save = statement(this.db, 'UPDATE projection_checkpoints SET position = ? WHERE name = ?');
     this.db.transaction(() => {
-      for (const event of events) {
-        for (const projection of this.projections) {
-          const checkpoint = this.checkpoints.get(projection.name);
-          if (checkpoint === undefined || comparePositions(event.position, checkpoint) > 0) projection.apply(this.db, event);
-        }
+      // Read models are apart from each other: each takes the page's events it has not seen, in order.
+      for (const projection of this.projections) {
+        const checkpoint = this.checkpoints.get(projection.name);
+        applyEvents(projection, this.db, checkpoint === undefined ? events : events.filter((event) => comparePositions(event.position, checkpoint) > 0));
       }
       for (const projection of this.projections) save.run(positionToString(last.position), projection.name);
     })();

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type EventStore, type Position, comparePositions, positionFromString } from '../src/event-store/event-store.js';
-import type { Projection } from './projection.js';
+import { type Projection, applyEvents } from './projection.js';
 
 /** Each projection's checkpoint in a read-model store (undefined: nothing applied yet). */
 export function readCheckpoints(db: Database.Database): Map<string, Position | undefined> {
@@ -30,13 +30,12 @@ export async function replayInto(
   while (last && (!after || comparePositions(after, last) < 0)) {
     const page = await store.readAll({ ...(after ? { after } : {}), maxCount: pageSize });
     if (page.length === 0) break;
+    const upToLast = page.filter((event) => comparePositions(event.position, last) <= 0);
+    events += upToLast.length;
     db.transaction(() => {
-      for (const event of page) {
-        if (comparePositions(event.position, last) > 0) break;
-        events++;
-        for (const projection of active) {
-          if (comparePositions(event.position, targets.get(projection.name)!) <= 0) projection.apply(db, event);
-        }
+      for (const projection of active) {
+        const target = targets.get(projection.name)!;
+        applyEvents(projection, db, upToLast.filter((event) => comparePositions(event.position, target) <= 0));
       }
     })();
     after = page[page.length - 1]!.position;

@@ -66,3 +66,47 @@ describe("a batch's errors.data", () => {
     expect(batch.errors.omitted).toBe(0);
   });
 });
+
+describe('the batches read model, a page at once', () => {
+  it('ends as it does when every event is applied on its own, counters, errors and status alike', () => {
+    const other = 'batch_fedcba9876543210fedcba98';
+    const created = (batch: string) =>
+      recorded(`batch-${batch}`, 'BatchCreated', {
+        batch_id: batch, input_file_id: 'file-x', endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'j', model: 'm',
+        price_1m_tokens: 1, metadata: null, output_expires_after: null, created_at: 1, expires_at: null,
+      });
+    const validated = (batch: string) =>
+      recorded(`batch-${batch}`, 'BatchValidated', { batch_id: batch, in_progress_at: 2, total: 4, input_blob_key: 'k', chunks: [{ index: 0, first_line: 1, lines: 4, start: 0, end: 0 }] });
+    const completed = (batch: string, line: number, cached?: number) =>
+      recorded(batchLinesStreamName(batch, 0), 'LineCompleted', {
+        batch_id: batch, line, custom_id: `r${line}`, request_id: `q${line}`, status_code: 200, body: {},
+        usage: { prompt_tokens: 10 * line, completion_tokens: line, total_tokens: 11 * line, ...(cached === undefined ? {} : { cached_tokens: cached }) },
+      });
+    const failed = (batch: string, line: number) =>
+      recorded(batchLinesStreamName(batch, 0), 'LineFailed', {
+        batch_id: batch, line, custom_id: `r${line}`, request_id: null, status_code: 400,
+        body: { error: { message: `refused line ${line}`, code: 'invalid_prompt', param: 'messages' } }, error: null,
+        usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+      });
+    // Line outcomes of two batches interleaved, with batch events between them and at the end.
+    const events = [
+      created(BATCH), validated(BATCH), created(other), validated(other),
+      completed(BATCH, 1, 5), completed(other, 1), failed(BATCH, 2), completed(other, 2, 7),
+      recorded(`batch-${other}`, 'BatchCancelRequested', { batch_id: other, cancelling_at: 3 }),
+      completed(BATCH, 3), failed(other, 3), completed(BATCH, 4),
+      recorded(`batch-${BATCH}`, 'BatchFinalizing', { batch_id: BATCH, finalizing_at: 4 }),
+    ];
+    const project = (page: boolean) => {
+      const db = new Database(':memory:');
+      batchesProjection.create(db);
+      if (page) batchesProjection.applyPage!(db, events);
+      else for (const event of events) batchesProjection.apply(db, event);
+      const queries = new BatchesQueries(db, { appliedCount: () => 0 });
+      return [BATCH, other].map((batch) => batchObject(queries.get(batch)!, queries.errors(batch)));
+    };
+    const oneByOne = project(false);
+    expect(oneByOne[0]).toMatchObject({ status: 'finalizing', request_counts: { completed: 3, failed: 1, total: 4 }, usage: { input_tokens: 80, input_tokens_details: { cached_tokens: 5 } } });
+    expect(oneByOne[1]).toMatchObject({ status: 'cancelling', request_counts: { completed: 2, failed: 1, total: 4 }, usage: { input_tokens: 30, input_tokens_details: { cached_tokens: 7 } } });
+    expect(project(true)).toEqual(oneByOne);
+  });
+});
