@@ -110,7 +110,9 @@ export class Projector {
       // Read models are apart from each other: each takes the page's events it has not seen, in order.
       for (const projection of this.projections) {
         const checkpoint = this.checkpoints.get(projection.name);
-        applyEvents(projection, this.db, checkpoint === undefined ? events : events.filter((event) => comparePositions(event.position, checkpoint) > 0));
+        // Mostly the whole page is new to every read model: no copy is made then.
+        const seen = checkpoint !== undefined && comparePositions(events[0]!.position, checkpoint) <= 0;
+        applyEvents(projection, this.db, seen ? events.filter((event) => comparePositions(event.position, checkpoint) > 0) : events);
       }
       for (const projection of this.projections) save.run(positionToString(last.position), projection.name);
     })();

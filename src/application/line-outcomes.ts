@@ -4,6 +4,9 @@ import { type LineOutcome, lineOutcomeEventId } from '../domain/line-outcome.js'
 
 const MAX_ATTEMPTS = 20;
 
+/** The input line an outcome event is for: what tells a chunk's recorded lines, whatever the event's id. */
+const lineOf = (event: RecordedEvent): number => (event.data as { line: number }).line;
+
 /**
  * How many chunk streams' recorded lines are remembered between groups: more than the chunks a
  * process runs at once (twice BATCH_PARALLEL_CHUNKS at most). A chunk whose run is over is
@@ -41,7 +44,7 @@ export class LineOutcomeLog {
   }
 
   async settledLines(batchId: string, chunk: number): Promise<Set<number>> {
-    return new Set((await this.read(batchId, chunk)).map((event) => (event.data as { line: number }).line));
+    return new Set((await this.read(batchId, chunk)).map(lineOf));
   }
 
   /**
@@ -63,7 +66,7 @@ export class LineOutcomeLog {
     if (this.known.size > REMEMBERED_CHUNKS) this.known.delete(this.known.keys().next().value!);
     for (let attempt = 1; ; attempt++) {
       for await (const event of this.eventStore.readStream(stream, known.revision === undefined ? {} : { fromRevision: known.revision + 1n })) {
-        known.lines.add((event.data as { line: number }).line);
+        known.lines.add(lineOf(event));
         known.revision = event.revision;
       }
       const fresh: NewEvent[] = [];
