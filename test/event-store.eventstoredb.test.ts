@@ -1,5 +1,7 @@
-import { describe, it } from 'vitest';
-import { EventStoreDbEventStore } from '../src/event-store/eventstoredb-event-store.js';
+import type { ResolvedEvent } from '@eventstore/db-client';
+import { describe, expect, it } from 'vitest';
+import { lineOutcomeEventId } from '../src/domain/line-outcome.js';
+import { EventStoreDbEventStore, toRecordedEvent } from '../src/event-store/eventstoredb-event-store.js';
 import { eventStoreContract } from './support/event-store-contract.js';
 
 /**
@@ -45,3 +47,38 @@ async function dockerAvailable(): Promise<boolean> {
     return false;
   }
 }
+
+/** The adapter's own translation of what the client reads, which needs no server. */
+describe('the EventStoreDB adapter, what it makes of an event the client read', () => {
+  const resolved = (event: Record<string, unknown> | undefined) => ({ event }) as unknown as ResolvedEvent;
+  const read = {
+    streamId: 'batchlines-batch_x-0',
+    id: lineOutcomeEventId('batch_x', 7),
+    revision: 3n,
+    type: 'LineCompleted',
+    data: { line: 7 },
+    metadata: { schemaVersion: 1, correlationId: 'batch-runner' },
+    isJson: true,
+    created: new Date(1_795_000_000_123),
+    position: { commit: 42n, prepare: 41n },
+  };
+
+  it('keeps id, stream, revision, data, metadata and position, and the creation time in milliseconds', () => {
+    expect(toRecordedEvent(resolved(read))).toEqual({
+      id: read.id,
+      type: 'LineCompleted',
+      data: { line: 7 },
+      metadata: { schemaVersion: 1, correlationId: 'batch-runner' },
+      streamName: 'batchlines-batch_x-0',
+      revision: 3n,
+      position: { commit: 42n, prepare: 41n },
+      recordedAt: 1_795_000_000_123,
+    });
+  });
+
+  it('carries nothing the port has no place for: binary events, events without a position, a link to nothing', () => {
+    expect(toRecordedEvent(resolved({ ...read, isJson: false }))).toBeUndefined();
+    expect(toRecordedEvent(resolved({ ...read, position: undefined }))).toBeUndefined();
+    expect(toRecordedEvent(resolved(undefined))).toBeUndefined();
+  });
+});

@@ -205,7 +205,8 @@ function isSystemEvent(event: RecordedEvent): boolean {
   return event.type.startsWith('$') || event.streamName.startsWith('$');
 }
 
-function toRecordedEvent(resolved: ResolvedEvent | AllStreamResolvedEvent): RecordedEvent | undefined {
+/** The port's event for one the client read; undefined for what the port does not carry (not JSON, no position). */
+export function toRecordedEvent(resolved: ResolvedEvent | AllStreamResolvedEvent): RecordedEvent | undefined {
   const event = resolved.event;
   if (!event || !event.isJson || !event.position) return undefined;
   return {
