@@ -2,7 +2,7 @@ import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { BENCH_MODEL, benchJobEnv, startUpstream, writeBatchInput } from './batch.js';
 import { peakRssMiB } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';

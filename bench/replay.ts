@@ -15,7 +15,7 @@ import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
 import { loadConfig } from '../src/config.js';
 import type { Position } from '../src/event-store/event-store.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { openEventStore } from '../src/wiring/adapters.js';
 import { median } from './measurements.js';
 

@@ -14,7 +14,7 @@
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { type BatchBenchResult, benchBatch } from './batch.js';
 import { type BuiltinResult, benchBuiltinEngine } from './builtin-engine.js';
 import { type CheckpointResult, benchCheckpoint } from './checkpoint.js';
@@ -338,7 +338,7 @@ if (results.upload || results.overhead || results.batch) {
     const { small, large } = results.overhead.data;
     lines.push(
       `Batches: from ${small.lines.toLocaleString('en')} to ${large.lines.toLocaleString('en')} lines, ten times the lines, peak RSS changes by ${fixed(large.spoolPeakRssMiB - small.spoolPeakRssMiB)} MiB. ` +
-        'A service process holds its heap to a small multiple of its live data (src/heap-policy.ts), and starts with a 2 MiB semi-space and one malloc arena (src/process-limits.ts); validation keeps 4 bytes a figure of each line (src/domain/uint32-list.ts); the runner keeps at most 32 lines of each running chunk waiting for an engine slot, ' +
+        'A service process holds its heap to a small multiple of its live data (src/process/heap-policy.ts), and starts with a 2 MiB semi-space and one malloc arena (src/process/process-limits.ts); validation keeps 4 bytes a figure of each line (src/domain/uint32-list.ts); the runner keeps at most 32 lines of each running chunk waiting for an engine slot, ' +
         "the finalizer copies the chunks' rendered parts through one buffer, and a download reuses its read buffers. What the peak is made of, and what was tried against it: bench/FINDINGS.md (memory).",
     );
     if (capped) {

@@ -3,7 +3,7 @@ import { createReadStream, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { startNode, stop } from '../test/support/processes.js';
 
 export const BENCH_BUCKET = 'bench';
@@ -33,7 +33,7 @@ export async function startS3(directory: string): Promise<S3Server> {
 
 /** `spool checkpoint create` into `folder`, then every file put under s3://bench/checkpoints/<name>/; returns that location. */
 export async function putCheckpoint(s3: S3Server, folder: string, name: string, args: string[]): Promise<string> {
-  execFileSync(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'checkpoint', 'create', '--out', folder, ...args], { stdio: 'ignore' });
+  execFileSync(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'checkpoint', 'create', '--out', folder, ...args], { stdio: 'ignore' });
   const store = new S3BlobStore(s3.client, { bucket: BENCH_BUCKET, prefix: 'checkpoints' });
   for (const file of readdirSync(folder)) await store.put(`${name}/${file}`, createReadStream(join(folder, file)));
   return `s3://${BENCH_BUCKET}/checkpoints/${name}/`;

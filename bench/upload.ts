@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { median, peakRssMiB } from './measurements.js';
 import { startNode, startSpoolCli, stop } from '../test/support/processes.js';
 

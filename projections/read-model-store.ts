@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { preparePrivateDatabaseFile } from '../src/private-files.js';
+import { preparePrivateDatabaseFile } from '../src/platform/private-files.js';
 
 /**
  * SQLite's page cache, in KiB. better-sqlite3 builds SQLite with 16 MiB per connection, which the

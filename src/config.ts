@@ -1,7 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { type S3Location, parseS3Url } from './blob-store/s3-location.js';
-import { bucketNameProblem } from './engine/image-bucket-policy.js';
-import { IMAGE_FETCH_CONCURRENCY, MAX_IMAGE_BYTES } from './engine/image-resolver.js';
+import { bucketNameProblem } from './engine/images/image-bucket-policy.js';
+import { IMAGE_FETCH_CONCURRENCY, MAX_IMAGE_BYTES } from './engine/images/image-resolver.js';
 
 export interface Config {
   readonly port: number;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AdaptiveConcurrency, type RequestOutcome } from '../src/engine/adaptive-concurrency.js';
+import { AdaptiveConcurrency, type RequestOutcome } from '../src/engine/scheduling/adaptive-concurrency.js';
 import { DiscreteEvents, seededRandom } from './support/discrete-events.js';
 
 /** Feeds `count` results that each started at a full limit, one latency apart per limit's worth. */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { replay } from '../src/replay-command.js';
+import { replay } from '../src/process/replay-command.js';
 import { listKeys } from './support/blob-store-contract.js';
 import { type HttpAnswer, httpExchange, socketExchange } from './support/raw-socket.js';
 import { TEST_API_KEY, type WholeService, startTestService, uploadFile } from './support/service.js';

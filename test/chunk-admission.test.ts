@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChunkAdmission, type HeldChunk, nextChunk } from '../src/engine/chunk-admission.js';
+import { ChunkAdmission, type HeldChunk, nextChunk } from '../processors/batch/chunk-admission.js';
 
 const NOW = 1_790_000_000_000;
 const MINUTE = 60_000;

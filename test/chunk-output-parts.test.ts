@@ -3,7 +3,7 @@ import { Readable, Writable } from 'node:stream';
 import OpenAI, { toFile } from 'openai';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChunkOutputParts, inLineOrder } from '../processors/chunk-output-parts.js';
+import { ChunkOutputParts, inLineOrder } from '../processors/batch/chunk-output-parts.js';
 import { LineOutcomeLog } from '../src/application/line-outcomes.js';
 import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
 import { chunkPartBlobKey, chunkPartsPrefix, renderChunk } from '../src/domain/batch-output.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqliteRelayCheckpoint } from '../processors/event-relay.js';
+import { SqliteRelayCheckpoint } from '../processors/messaging/event-relay.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { chatLine, createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { type WholeService, startTestService, tempDir } from './support/service.js';

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig } from '../src/config.js';
 import { readFleetSpec } from '../src/engine/fleet-config.js';
-import { PROCESSOR_KINDS } from '../src/message-log/topics.js';
-import { packageRoot } from '../src/package-root.js';
+import { PROCESSOR_KINDS } from '../src/messages/topics.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { tempDir } from './support/service.js';
 
 /**
@@ -103,10 +103,10 @@ describe('deploy/ manifests', () => {
   });
 
   it('run only commands the CLI has', () => {
-    const help = execFileSync(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'help'], { encoding: 'utf8' });
+    const help = execFileSync(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'help'], { encoding: 'utf8' });
     const commands = new Set([...help.matchAll(/^ {2}([a-z]+)\b/gm)].map((match) => match[1]));
     for (const container of all) {
-      expect(container.command.slice(0, 2), container.where).toEqual(['node', 'dist/src/cli.js']);
+      expect(container.command.slice(0, 2), container.where).toEqual(['node', 'dist/src/process/cli.js']);
       const [command, ...args] = container.command.slice(2);
       expect(commands, container.where).toContain(command);
       expect(readme, `README mentions spool ${command}`).toContain(`spool ${command}`);

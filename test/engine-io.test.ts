@@ -6,10 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestWithdrawnError } from '../src/engine/engine.js';
 import { HttpReplica } from '../src/engine/http-replica.js';
 import { ReplicaPool } from '../src/engine/replica-pool.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { startNode, stop } from './support/processes.js';
 
-// HTTP replicas send their requests from the engine I/O thread (src/engine/engine-io-thread.ts).
+// HTTP replicas send their requests from the engine I/O thread (src/engine/io/engine-io-thread.ts).
 // The upstream simulator (bench/upstream.ts) runs in its own process, so that holding this
 // process's event loop holds only Spool's side of each exchange.
 

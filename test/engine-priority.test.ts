@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { enginePriority } from '../src/engine/engine-priority.js';
-import { urgencyLevel } from '../src/engine/urgency.js';
+import { enginePriority } from '../src/engine/scheduling/engine-priority.js';
+import { urgencyLevel } from '../src/engine/scheduling/urgency.js';
 
 const now = Date.UTC(2025, 0, 1);
 const minute = 60_000;

@@ -7,7 +7,7 @@ import { type BatchEvent, type BatchFacts, batchDecider } from '../src/domain/ba
 import { decideFile, initialFileState } from '../src/domain/file.js';
 import { EventSchemaError, EventSchemas, SchemaCheckedEventStore } from '../src/event-store/event-schemas.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
-import { schemasDir } from '../src/package-root.js';
+import { schemasDir } from '../src/platform/package-root.js';
 import { tempDir } from './support/service.js';
 
 describe('event schemas', () => {

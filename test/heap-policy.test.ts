@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { heapPolicyParts } from '../src/heap-policy.js';
+import { heapPolicyParts } from '../src/process/heap-policy.js';
 
 const MIB = 1024 * 1024;
 
@@ -11,7 +11,7 @@ const MIB = 1024 * 1024;
  * held at `semiSpaceMiB` or without it.
  */
 function largestSemiSpace(semiSpaceMiB: number | undefined): number {
-  const policy = pathToFileURL(new URL('../src/heap-policy.ts', import.meta.url).pathname).href;
+  const policy = pathToFileURL(new URL('../src/process/heap-policy.ts', import.meta.url).pathname).href;
   const script = `
     const { applyHeapPolicy, semiSpaceBytes } = await import(${JSON.stringify(policy)});
     ${semiSpaceMiB === undefined ? '' : `applyHeapPolicy({ semiSpaceMiB: ${semiSpaceMiB}, oldGrowthPercent: 50 }, []);`}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DecayingMean, DecayingRate } from '../src/engine/decaying-estimators.js';
-import { type FleetShare, InteractiveHeadroom, partOfReserve, shareFraction } from '../src/engine/interactive-headroom.js';
+import { DecayingMean, DecayingRate } from '../src/engine/scheduling/decaying-estimators.js';
+import { type FleetShare, InteractiveHeadroom, partOfReserve, shareFraction } from '../src/engine/scheduling/interactive-headroom.js';
 
 describe('decaying estimators', () => {
   it('a decaying rate converges to the arrival rate and falls off once arrivals stop', () => {

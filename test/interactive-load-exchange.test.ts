@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type InteractivePool, InteractiveLoadListener, InteractiveLoadReporter } from '../processors/interactive-load-exchange.js';
+import { type InteractivePool, InteractiveLoadListener, InteractiveLoadReporter } from '../processors/messaging/interactive-load-exchange.js';
 import { EmbeddedMessageLog } from '../src/message-log/embedded-message-log.js';
-import { INTERACTIVE_LOAD_TOPIC, MessageSchemas } from '../src/message-log/topics.js';
+import { INTERACTIVE_LOAD_TOPIC, MessageSchemas } from '../src/messages/topics.js';
 
 /** A model's pool as the exchange sees it: what it serves itself, and what it is told of others. */
 class RecordingPool implements InteractivePool {

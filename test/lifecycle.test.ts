@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSpoolCli, unusedPort } from './support/processes.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, startTestService, tempDir, waitUntilReady } from './support/service.js';
@@ -132,7 +132,7 @@ describe('stopping', () => {
 
   async function start(environment: Record<string, string>) {
     // Output is watched from the first byte: the readiness wait of startSpoolCli would drop it.
-    const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve'], { env: { PATH: process.env.PATH ?? '', ...environment }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'serve'], { env: { PATH: process.env.PATH ?? '', ...environment }, stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
     const output = watch(child);
     await output.waitFor(/"url":"http/);

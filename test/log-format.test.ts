@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { startNode, stop } from './support/processes.js';
 import { TEST_API_KEY, tempDir } from './support/service.js';
 
@@ -10,7 +10,7 @@ async function serveOutput(env: Record<string, string>): Promise<string> {
   const base = { HOST: '127.0.0.1', PORT: '0', API_KEY: TEST_API_KEY, DATA_DIR: join(dataDir, 'data') };
   let output = '';
   // Pretty lines carry the URL as url=…, not in startSpoolCli's JSON form: wait for the message.
-  const { child } = await startNode(join(packageRoot, 'dist/src/cli.js'), ['serve'], { ...base, ...env }, /spool is serving.*\n/);
+  const { child } = await startNode(join(packageRoot, 'dist/src/process/cli.js'), ['serve'], { ...base, ...env }, /spool is serving.*\n/);
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   await new Promise((resolve) => setTimeout(resolve, 300));
   await stop(child);

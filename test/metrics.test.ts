@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
 import { loadConfig } from '../src/config.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { type RunningService, startService } from '../src/service.js';
 import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -96,7 +96,7 @@ describe('GET /metrics on every process', () => {
     for (const [name, value] of Object.entries(s3)) if (name.startsWith('AWS_')) process.env[name] = value;
     const store = new S3BlobStore(createS3Client({ endpoint: inject('s3Endpoint'), forcePathStyle: true }), { bucket: inject('s3Bucket'), prefix: checkpointPrefix });
     const folder = join(tempDir('ckpt'), 'out');
-    execFileSync(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'checkpoint', 'create', '--out', folder, '--seed', '2']);
+    execFileSync(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'checkpoint', 'create', '--out', folder, '--seed', '2']);
     for (const name of readdirSync(folder)) await store.put(`seed2/${name}`, createReadStream(join(folder, name)));
     process.env.METRICS_TEST_CHECKPOINT = `s3://${inject('s3Bucket')}/${checkpointPrefix}/seed2/`;
 

@@ -5,7 +5,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { chatLine, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MALLOC_ARENA_MAX, SEMI_SPACE_MIB, startOverWith } from '../src/process-limits.js';
+import { MALLOC_ARENA_MAX, SEMI_SPACE_MIB, startOverWith } from '../src/process/process-limits.js';
 import { startSpoolCli, stop, waitForReady } from './support/processes.js';
 
 const SEMI_SPACE_FLAG = `--max-semi-space-size=${SEMI_SPACE_MIB}`;

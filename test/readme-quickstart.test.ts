@@ -3,7 +3,7 @@ import { runProcess } from './support/openai-java.js';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { type WholeService, startTestService } from './support/service.js';
 
 const README = readFileSync(join(packageRoot, 'README.md'), 'utf8');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RepeatingTask } from '../processors/repeating-task.js';
+import { RepeatingTask } from '../processors/watches/repeating-task.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -7,7 +7,7 @@ import { AssignerProtocol, Kafka, logLevel } from 'kafkajs';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSpoolCli } from './support/processes.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';

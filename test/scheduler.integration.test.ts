@@ -5,7 +5,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { startNode, startSpoolCli, stop } from './support/processes.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir, waitUntilReady } from './support/service.js';
 

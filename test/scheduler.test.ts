@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Admission, FleetScheduler, type WorkItem } from '../src/engine/scheduler.js';
+import { type Admission, FleetScheduler, type WorkItem } from '../src/engine/scheduling/scheduler.js';
 import { DiscreteEvents, jainIndex, seededRandom } from './support/discrete-events.js';
 
 const hour = 3_600_000;

@@ -3,8 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { httpSchema } from '../src/schemas.js';
-import { packageRoot } from '../src/package-root.js';
+import { httpSchema } from '../src/platform/schemas.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import type { RunningService } from '../src/service.js';
 import { TEST_API_KEY, s3Env, startTestService, tempDir, uploadFile } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
@@ -101,7 +101,7 @@ describe('configuration', () => {
 /** Runs the built CLI as a user would (npm start runs the same file). */
 function runCli(env: Record<string, string>, until: RegExp, timeoutMs = 20_000): Promise<{ stdout: string; stderr: string; code: number | null }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve'], {
+    const child = spawn(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'serve'], {
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

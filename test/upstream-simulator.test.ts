@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startNode, stop } from './support/processes.js';
 import { engineLoadFrom } from '../src/engine/engine-load-metrics.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 
 // The benchmark upstream (bench/upstream.ts) in its own process, over real HTTP.
 const children: ChildProcess[] = [];

@@ -8,7 +8,7 @@ import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js'
 import { BuiltinEngine } from '../src/engine/builtin/builtin-engine.js';
 import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import type { RunningService } from '../src/service.js';
 import { S3Proxy } from './support/s3-proxy.js';
 import { TEST_API_KEY, startTestService, tempDir } from './support/service.js';
@@ -19,7 +19,7 @@ const question = { messages: [{ role: 'user' as const, content: 'Which weights a
 /** A checkpoint made with `spool checkpoint create`, put in the test S3 server under a prefix. */
 async function stageInS3(store: S3BlobStore, prefix: string, args: string[]): Promise<string> {
   const folder = join(tempDir('ckpt'), 'out');
-  execFileSync(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'checkpoint', 'create', '--out', folder, ...args]);
+  execFileSync(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'checkpoint', 'create', '--out', folder, ...args]);
   for (const name of readdirSync(folder)) await store.put(`${prefix}/${name}`, createReadStream(join(folder, name)));
   return folder;
 }

@@ -5,11 +5,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ALL_PROJECTIONS } from '../projections/all-projections.js';
 import { Projector } from '../projections/projector.js';
 import { openReadModelStore } from '../projections/read-model-store.js';
-import { WorkConsumer } from '../processors/work-consumer.js';
+import { WorkConsumer } from '../processors/messaging/work-consumer.js';
 import { positionToString } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { EmbeddedMessageLog } from '../src/message-log/embedded-message-log.js';
-import { MessageSchemas, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
+import { MessageSchemas, WORK_TOPICS, type WorkMessage } from '../src/messages/topics.js';
 import { tempDir } from './support/service.js';
 
 const closers: Array<() => Promise<void> | void> = [];

@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import {
   type BatchCommand,
   type BatchEndpoint,
@@ -15,7 +15,7 @@ import { slaSeconds } from '../domain/job.js';
 import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
-import { newBatchId } from '../ids.js';
+import { newBatchId } from '../platform/ids.js';
 import { type CommandMetadata, type Handled, type ReadModelsPosition, execute, loadState } from './command-handler.js';
 import type { JobRegistry } from './job-registry.js';
 

@@ -3,7 +3,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { ByteMeter } from '../blob-store/byte-meter.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import { type FileCommand, type FileFacts, fileDecider } from '../domain/file.js';
 import { fileStreamName } from '../domain/stream-names.js';
 import type { Rejection } from '../domain/rejection.js';

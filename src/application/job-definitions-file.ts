@@ -1,5 +1,5 @@
 import type { JobDefinition } from '../domain/job.js';
-import { httpSchema, readJsonFile } from '../schemas.js';
+import { httpSchema, readJsonFile } from '../platform/schemas.js';
 
 /** The job reserved on the embedded default, so the quick start has one to use. */
 export const DEMO_JOB: JobDefinition = { job_id: 'job-demo', model: 'spool-tiny', use_case: 'quick start', sla: '24h', price_1m_tokens: 0.5 };

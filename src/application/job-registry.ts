@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import { type JobDefinition, jobDecider } from '../domain/job.js';
 import { jobStreamName } from '../domain/stream-names.js';
 import type { Rejection } from '../domain/rejection.js';

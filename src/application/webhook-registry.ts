@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Rejection } from '../domain/rejection.js';
 import { webhookDeliveryStreamName, webhookStreamName } from '../domain/stream-names.js';
 import { type DeliveryCommand, type WebhookEventType, type WebhookRegistration, deliveryDecider, webhookDecider } from '../domain/webhook.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type * as E from 'fp-ts/lib/Either.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Rejection } from '../domain/rejection.js';
 import { type WeightSyncCommand, type WeightSyncEvent, type WeightSyncState, weightSyncDecider } from '../domain/weight-sync.js';
 import { weightsStreamName } from '../domain/stream-names.js';

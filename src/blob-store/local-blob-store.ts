@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type FileHandle, open, opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
-import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../platform/private-files.js';
 import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import { FileContentStream } from './file-content-stream.js';
 

@@ -6,8 +6,8 @@ import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/cli
 import { isNotFound } from '../blob-store/s3-blob-store.js';
 import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
 import { headerLength, parseHeader } from './builtin/safetensors.js';
-import { ConcurrencyLimit } from './concurrency-limit.js';
-import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../private-files.js';
+import { ConcurrencyLimit } from '../platform/concurrency-limit.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../platform/private-files.js';
 
 export interface CheckpointFile {
   readonly name: string;

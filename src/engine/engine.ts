@@ -2,7 +2,7 @@
 // replica pools (fleet.ts) implement it, each balancing built-in CPU replicas (builtin/) or
 // OpenAI-compatible HTTP servers (vLLM, SGLang, llama.cpp, OpenAI itself).
 import { type Usage, ZERO_USAGE } from '../domain/line-outcome.js';
-import type { ServiceClass } from './urgency.js';
+import type { ServiceClass } from './scheduling/urgency.js';
 
 export interface EngineRequest {
   /** The OpenAI path, e.g. /v1/chat/completions. */

@@ -9,9 +9,9 @@ import { Fleet } from './fleet.js';
 import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
 import { BuiltinReplica, type Replica, sharedWeights } from './replica.js';
 import { ReplicaPool } from './replica-pool.js';
-import { ImageResolver } from './image-resolver.js';
-import { PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE } from '../private-files.js';
-import { readJsonFile } from '../schemas.js';
+import { ImageResolver } from './images/image-resolver.js';
+import { PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE } from '../platform/private-files.js';
+import { readJsonFile } from '../platform/schemas.js';
 
 /** The model the embedded default serves, on a checkpoint generated on first start. */
 export const DEFAULT_MODEL = 'spool-tiny';

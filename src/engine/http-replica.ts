@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import type { EngineRequest } from './engine.js';
-import { engineIo } from './engine-io.js';
+import { engineIo } from './io/engine-io.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
-import { enginePriority } from './engine-priority.js';
+import { enginePriority } from './scheduling/engine-priority.js';
 import type { Replica, ReplicaKind, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
 
 export interface HttpReplicaSettings {

@@ -1,11 +1,11 @@
-import { AdaptiveConcurrency, type RequestOutcome } from './adaptive-concurrency.js';
+import { AdaptiveConcurrency, type RequestOutcome } from './scheduling/adaptive-concurrency.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
-import { ImageFetchError, type ImageResolver } from './image-resolver.js';
+import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
 import type { Replica, ReplicaResponse } from './replica.js';
-import type { ServiceClass } from './urgency.js';
-import type { FleetShare } from './interactive-headroom.js';
-import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduler.js';
+import type { ServiceClass } from './scheduling/urgency.js';
+import type { FleetShare } from './scheduling/interactive-headroom.js';
+import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduling/scheduler.js';
 
 export interface PoolSettings {
   readonly maxAttempts: number;

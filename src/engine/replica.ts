@@ -4,7 +4,7 @@ import { loadCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
 import type { EngineRequest, EngineResponse } from './engine.js';
 import type { EngineLoad } from './engine-load-metrics.js';
-import type { ServiceClass } from './urgency.js';
+import type { ServiceClass } from './scheduling/urgency.js';
 
 export type ReplicaKind = 'builtin' | 'vllm' | 'sglang' | 'openai';
 

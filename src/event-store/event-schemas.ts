@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { schemasDir } from '../package-root.js';
+import { schemasDir } from '../platform/package-root.js';
 import type { AppendResult, EventStore, ExpectedRevision, NewEvent } from './event-store.js';
 
 export class EventSchemaError extends Error {

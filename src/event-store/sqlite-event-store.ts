@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
-import { preparePrivateDatabaseFile } from '../private-files.js';
+import { preparePrivateDatabaseFile } from '../platform/private-files.js';
 import {
   type AppendResult,
   type EventBatchHandler,

@@ -3,7 +3,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { BlobNotFoundError } from '../blob-store/blob-store.js';
 import { SizeLimitExceededError } from '../blob-store/byte-meter.js';
 import { ApiError, invalidRequest, notFound, tooLarge } from './api-error.js';
-import { nodeHttp } from '../node-http.js';
+import { nodeHttp } from '../platform/node-http.js';
 
 const LOCATIONS: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header', body: 'body' };
 

@@ -1,5 +1,5 @@
 import type { RouteOptions } from 'fastify';
-import { httpSchema } from '../schemas.js';
+import { httpSchema } from '../platform/schemas.js';
 
 type Schema = Record<string, unknown>;
 

@@ -1,7 +1,7 @@
 import { Ajv } from 'ajv';
 import type { ExpiresAfter, UPLOAD_PURPOSES } from '../domain/file.js';
 import { ApiError, invalidRequest } from './api-error.js';
-import { httpSchema } from '../schemas.js';
+import { httpSchema } from '../platform/schemas.js';
 
 export type UploadPurpose = (typeof UPLOAD_PURPOSES)[number];
 

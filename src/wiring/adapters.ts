@@ -5,15 +5,15 @@ import type { BlobStore } from '../blob-store/blob-store.js';
 import { LocalBlobStore } from '../blob-store/local-blob-store.js';
 import type { Config } from '../config.js';
 import { AppendTimedEventStore, EventSchemas, SchemaCheckedEventStore } from '../event-store/event-schemas.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../observability/metrics.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { SqliteEventStore } from '../event-store/sqlite-event-store.js';
 import { EmbeddedMessageLog } from '../message-log/embedded-message-log.js';
 import type { MessageLog, TopicSpec } from '../message-log/message-log.js';
-import { spoolTopics } from '../message-log/topics.js';
-import { makePrivateDirectory } from '../private-files.js';
-import { ExitCode, StartupFailure, oneLine } from '../startup-failure.js';
-import { type StartupDeadline, reachBeforeDeadline } from '../startup-retry.js';
+import { spoolTopics } from '../messages/topics.js';
+import { makePrivateDirectory } from '../platform/private-files.js';
+import { ExitCode, StartupFailure, oneLine } from '../process/startup-failure.js';
+import { type StartupDeadline, reachBeforeDeadline } from '../process/startup-retry.js';
 import type { Lifecycle } from './lifecycle.js';
 
 // The production adapters load only when configured: their clients (gRPC, the AWS SDK, kafkajs)

@@ -1,16 +1,16 @@
 import type { FastifyInstance } from 'fastify';
-import type { WeightSyncObserver } from '../../processors/weight-syncer.js';
+import type { WeightSyncObserver } from '../../processors/weights/weight-syncer.js';
 import type { BatchesQueries } from '../../projections/batches-projection.js';
 import type { Projector } from '../../projections/projector.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config.js';
 import type { LineOutcome } from '../domain/line-outcome.js';
 import type { Fleet } from '../engine/fleet.js';
 import type { EventStore, Position } from '../event-store/event-store.js';
-import { type Metrics, statusClass } from '../metrics.js';
-import { ExitCode, StartupFailure } from '../startup-failure.js';
+import { type Metrics, statusClass } from '../observability/metrics.js';
+import { ExitCode, StartupFailure } from '../process/startup-failure.js';
 import type { Lifecycle } from './lifecycle.js';
-import { nodeHttp } from '../node-http.js';
+import { nodeHttp } from '../platform/node-http.js';
 
 /** Lag is counted up to this many events: past it, the number says "at least". */
 const LAG_COUNT_CAP = 10_000;

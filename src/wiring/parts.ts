@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import { WeightSyncer } from '../../processors/weight-syncer.js';
+import { WeightSyncer } from '../../processors/weights/weight-syncer.js';
 import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
@@ -20,16 +20,16 @@ import { DEMO_JOB, readJobDefinitions } from '../application/job-definitions-fil
 import { JobRegistry } from '../application/job-registry.js';
 import { LineOutcomeLog } from '../application/line-outcomes.js';
 import { WeightSync } from '../application/weight-sync.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config.js';
 import type { JobDefinition } from '../domain/job.js';
 import type { Fleet } from '../engine/fleet.js';
 import { openFleet } from '../engine/fleet-config.js';
-import { ExitCode, StartupFailure, asConfigurationFailure } from '../startup-failure.js';
+import { ExitCode, StartupFailure, asConfigurationFailure } from '../process/startup-failure.js';
 import type { Adapters } from './adapters.js';
 import { inDataDir } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../observability/metrics.js';
 import { countLineOutcomes, observeFleet, observeReadModels, weightSyncObserver } from './metrics-wiring.js';
 
 /** The read models, their queries and the application services: every role but the relay works on them. */

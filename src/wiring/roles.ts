@@ -1,5 +1,5 @@
 import { type Config, ConfigError } from '../config.js';
-import { PROCESSOR_KINDS, type ProcessorKind } from '../message-log/topics.js';
+import { PROCESSOR_KINDS, type ProcessorKind } from '../messages/topics.js';
 
 /** What one process does: the HTTP API, the relay, or one processor kind (or several of them). */
 export type Role = 'api' | 'relay' | ProcessorKind;

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { batchCreatedBy } from '../http/batch-trace-root.js';
-import { NO_TRACING, type Tracing } from '../tracing.js';
+import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Role } from './roles.js';
 
@@ -16,7 +16,7 @@ const UNTRACED_ROUTES = new Set(['/live', '/ready', '/metrics']);
  */
 export async function openTracing(config: Config, roles: ReadonlySet<Role>, lifecycle: Lifecycle, logger: Logger): Promise<Tracing> {
   if (!config.otlpEndpoint) return NO_TRACING;
-  const { OtlpTracing } = await import('../otlp-tracing.js');
+  const { OtlpTracing } = await import('../observability/otlp-tracing.js');
   const tracing = new OtlpTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName, roles: [...roles] });
   lifecycle.opened('the trace exporter', () => tracing.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'traces could not all be sent')));
   return tracing;

@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/platform/package-root.js';
 
 /** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1. */
 export interface KafkaBroker {

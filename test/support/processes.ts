@@ -2,7 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/platform/package-root.js';
 
 /** Starts a node script and resolves once a line of its output matches; returns the match too. */
 export function startNode(
@@ -41,7 +41,7 @@ export async function stop(child: ChildProcess): Promise<void> {
 }
 
 /**
- * Starts the built `spool` CLI (`dist/src/cli.js ARGS`) and resolves once it logs the URL it
+ * Starts the built `spool` CLI (`dist/src/process/cli.js ARGS`) and resolves once it logs the URL it
  * serves on (`PORT=0` picks a free port), without waiting for /ready.
  */
 export async function startSpoolCli(
@@ -49,7 +49,7 @@ export async function startSpoolCli(
   env: Record<string, string>,
   nodeArgs: string[] = [],
 ): Promise<{ child: ChildProcess; url: string }> {
-  const { child, match } = await startNode(join(packageRoot, 'dist/src/cli.js'), args, env, /"url":"(http:\/\/[^"]+)"/, nodeArgs);
+  const { child, match } = await startNode(join(packageRoot, 'dist/src/process/cli.js'), args, env, /"url":"(http:\/\/[^"]+)"/, nodeArgs);
   return { child, url: match[1]! };
 }
 

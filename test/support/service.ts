@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { type Logger, pino } from 'pino';
 import { waitForReady } from './processes.js';
 import { inject } from 'vitest';
-import type { Clock } from '../../src/clock.js';
+import type { Clock } from '../../src/platform/clock.js';
 import { loadConfig } from '../../src/config.js';
 import type { UploadLimits } from '../../src/domain/file.js';
 import { type RunningService, startService } from '../../src/service.js';

@@ -3,7 +3,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { BatchLifecycle, CreateBatchRequest } from '../../application/batch-lifecycle.js';
 import type { BatchRow, BatchesQueries } from '../../../projections/batches-projection.js';
 import { fromRejection, invalidRequest, notFound } from '../api-error.js';
-import { httpSchema } from '../../schemas.js';
+import { httpSchema } from '../../platform/schemas.js';
 import { markBatchCreated } from '../batch-trace-root.js';
 import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';

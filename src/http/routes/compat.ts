@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EngineUnavailableError } from '../../engine/engine.js';
 import type { Fleet } from '../../engine/fleet.js';
-import { ImageFetchError } from '../../engine/image-resolver.js';
+import { ImageFetchError } from '../../engine/images/image-resolver.js';
 import { ApiError, invalidRequest } from '../api-error.js';
 
 export interface CompatRouteDeps {

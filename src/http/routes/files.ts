@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { FileRegistry } from '../../application/file-registry.js';
-import type { Clock } from '../../clock.js';
+import type { Clock } from '../../platform/clock.js';
 import { type FileFacts, type UploadLimits, fileExpiresAt, sanitizeFilename, uploadLimitFor } from '../../domain/file.js';
-import { newFileId } from '../../ids.js';
+import { newFileId } from '../../platform/ids.js';
 import type { FileListQuery, FileRow, FilesQueries } from '../../../projections/files-projection.js';
 import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
-import { httpSchema } from '../../schemas.js';
+import { httpSchema } from '../../platform/schemas.js';
 import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';
 import { UPLOAD_FIELD_SIZE_LIMIT, checkEarlyPurpose, collectUploadField, parseUploadFields } from '../upload-form.js';

@@ -6,7 +6,7 @@ import { positionToString } from '../../event-store/event-store.js';
 import type { RecordedEvent } from '../../event-store/event-store.js';
 import { invalidRequest, notFound } from '../api-error.js';
 import type { HttpTimeouts } from '../../config.js';
-import { httpSchema } from '../../schemas.js';
+import { httpSchema } from '../../platform/schemas.js';
 import { EventStreamResponse } from '../event-stream.js';
 
 export interface HistoryRouteDeps {

@@ -4,7 +4,7 @@ import type { JobRegistry } from '../../application/job-registry.js';
 import type { JobDefinition } from '../../domain/job.js';
 import type { JobsQueries } from '../../../projections/jobs-projection.js';
 import { fromRejection } from '../api-error.js';
-import { httpSchema } from '../../schemas.js';
+import { httpSchema } from '../../platform/schemas.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface JobRouteDeps {

@@ -4,7 +4,7 @@ import type { WebhookRegistry } from '../../application/webhook-registry.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../domain/webhook.js';
 import type { WebhooksQueries } from '../../../projections/webhooks-projection.js';
 import { fromRejection } from '../api-error.js';
-import { httpSchema } from '../../schemas.js';
+import { httpSchema } from '../../platform/schemas.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface WebhookRouteDeps {

@@ -6,7 +6,7 @@ import { MAX_SYNC_ATTEMPTS } from '../../domain/weight-sync.js';
 import type { Fleet } from '../../engine/fleet.js';
 import type { WeightsQueries } from '../../../projections/weights-projection.js';
 import { ApiError, fromRejection } from '../api-error.js';
-import { httpSchema } from '../../schemas.js';
+import { httpSchema } from '../../platform/schemas.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface WeightRouteDeps {

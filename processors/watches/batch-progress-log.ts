@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { BatchesQueries } from '../projections/batches-projection.js';
-import type { Clock } from '../src/clock.js';
+import type { BatchesQueries } from '../../projections/batches-projection.js';
+import type { Clock } from '../../src/platform/clock.js';
 import { BatchRateTracker } from './batch-rate-tracker.js';
 import { RepeatingTask } from './repeating-task.js';
 

@@ -1,4 +1,4 @@
-import { LEAST_URGENT, urgencyLevel } from './urgency.js';
+import { LEAST_URGENT, urgencyLevel } from '../../src/engine/scheduling/urgency.js';
 
 /** A chunk of batch lines held by an inference processor, by how it is scheduled. */
 export interface HeldChunk {

@@ -1,20 +1,20 @@
 import type { Logger } from 'pino';
-import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
-import type { LineOutcomeLog } from '../src/application/line-outcomes.js';
-import { type LineOutcome, ZERO_USAGE } from '../src/domain/line-outcome.js';
-import type { BlobStore } from '../src/blob-store/blob-store.js';
-import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
-import type { Clock } from '../src/clock.js';
-import { isBlank } from '../src/domain/batch-input.js';
-import { runsLines, stoppingCode } from '../src/domain/batch.js';
-import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../src/engine/engine.js';
-import { ImageFetchError } from '../src/engine/image-resolver.js';
-import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
-import { ChunkAdmission } from '../src/engine/chunk-admission.js';
+import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
+import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
+import { type LineOutcome, ZERO_USAGE } from '../../src/domain/line-outcome.js';
+import type { BlobStore } from '../../src/blob-store/blob-store.js';
+import { BlobNotFoundError } from '../../src/blob-store/blob-store.js';
+import type { Clock } from '../../src/platform/clock.js';
+import { isBlank } from '../../src/domain/batch-input.js';
+import { runsLines, stoppingCode } from '../../src/domain/batch.js';
+import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../../src/engine/engine.js';
+import { ImageFetchError } from '../../src/engine/images/image-resolver.js';
+import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batches-projection.js';
+import { ChunkAdmission } from './chunk-admission.js';
 import type { ChunkOutputParts } from './chunk-output-parts.js';
-import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../src/tracing.js';
+import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
-import { parseWorkRecord } from '../src/domain/work-file.js';
+import { parseWorkRecord } from '../../src/domain/work-file.js';
 
 const CORRELATION = 'batch-runner';
 /** Outcomes are recorded in groups: one durable append per group, not per line. */

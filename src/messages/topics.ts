@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsPlugin from 'ajv-formats';
-import { schemasDir } from '../package-root.js';
-import type { TopicSpec } from './message-log.js';
+import { schemasDir } from '../platform/package-root.js';
+import type { TopicSpec } from '../message-log/message-log.js';
 
 /** The public topic downstream consumers subscribe to: every change in every batch's life. */
 export const BATCH_EVENTS_TOPIC = 'batch-events';

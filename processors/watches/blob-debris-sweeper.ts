@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { BlobReferences } from '../src/application/blob-references.js';
-import type { BlobStore } from '../src/blob-store/blob-store.js';
+import type { BlobReferences } from '../../src/application/blob-references.js';
+import type { BlobStore } from '../../src/blob-store/blob-store.js';
 import { RepeatingTask } from './repeating-task.js';
 
 export interface DebrisSwept {

@@ -1,4 +1,4 @@
-import type { ReplicaKind } from './replica.js';
+import type { ReplicaKind } from '../replica.js';
 import { LEAST_URGENT, type ServiceClass, urgencyLevel } from './urgency.js';
 
 export interface PriorityOptions {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { PRIVATE_FILE_MODE, makePrivateDirectory } from '../src/private-files.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectory } from '../../src/platform/private-files.js';
 
 /** Bytes handed on at once when reading back in line order. */
 const READ_BACK_BYTES = 256 * 1024;

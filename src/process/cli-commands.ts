@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig } from '../config.js';
 import { applyHeapPolicy } from './heap-policy.js';
-import { DEFAULT_CHECKPOINT, createCheckpoint } from './engine/builtin/checkpoint.js';
-import { PROCESSOR_KINDS, type ProcessorKind } from './message-log/topics.js';
+import { DEFAULT_CHECKPOINT, createCheckpoint } from '../engine/builtin/checkpoint.js';
+import { PROCESSOR_KINDS, type ProcessorKind } from '../messages/topics.js';
 import { replay } from './replay-command.js';
-import { ALL_ROLES, type Role, startService } from './service.js';
+import { ALL_ROLES, type Role, startService } from '../service.js';
 import { ExitCode, StartupFailure, oneLine } from './startup-failure.js';
 
 const USAGE = `usage: spool <command>

@@ -1,8 +1,8 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { DueDelivery, WebhooksQueries } from '../projections/webhooks-projection.js';
-import type { WebhookRegistry } from '../src/application/webhook-registry.js';
-import { nextAttemptAt } from '../src/domain/webhook.js';
+import type { DueDelivery, WebhooksQueries } from '../../projections/webhooks-projection.js';
+import type { WebhookRegistry } from '../../src/application/webhook-registry.js';
+import { nextAttemptAt } from '../../src/domain/webhook.js';
 import { RepeatingTask } from './repeating-task.js';
 import { signedHeaders } from './webhook-signature.js';
 

@@ -1,4 +1,4 @@
-import { BinaryHeap } from './binary-heap.js';
+import { BinaryHeap } from '../../platform/binary-heap.js';
 import { urgencyLevel } from './urgency.js';
 
 interface Entry<T> {

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import type { FleetShare } from '../src/engine/interactive-headroom.js';
-import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
-import { INTERACTIVE_LOAD_TOPIC, MessageSchemaError, type MessageSchemas } from '../src/message-log/topics.js';
-import { RepeatingTask } from './repeating-task.js';
+import type { FleetShare } from '../../src/engine/scheduling/interactive-headroom.js';
+import type { Consumer, MessageLog } from '../../src/message-log/message-log.js';
+import { INTERACTIVE_LOAD_TOPIC, MessageSchemaError, type MessageSchemas } from '../../src/messages/topics.js';
+import { RepeatingTask } from '../watches/repeating-task.js';
 
 /** A model's replicas as the exchange sees them (ReplicaPool). */
 export interface InteractivePool {

@@ -1,5 +1,5 @@
-import type { DeadlineRiskEstimate } from '../src/domain/batch.js';
-import { type ProgressSample, estimateCompletion, keepRateWindow } from '../src/domain/completion-estimate.js';
+import type { DeadlineRiskEstimate } from '../../src/domain/batch.js';
+import { type ProgressSample, estimateCompletion, keepRateWindow } from '../../src/domain/completion-estimate.js';
 
 /**
  * The recent rate is measured over this long: long enough that a chunk's burst of outcomes does

@@ -1,23 +1,23 @@
 import type { Logger } from 'pino';
-import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
-import { loadState } from '../src/application/command-handler.js';
-import type { BlobStore } from '../src/blob-store/blob-store.js';
-import { BlobNotFoundError } from '../src/blob-store/blob-store.js';
-import type { Clock } from '../src/clock.js';
+import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
+import { loadState } from '../../src/application/command-handler.js';
+import type { BlobStore } from '../../src/blob-store/blob-store.js';
+import { BlobNotFoundError } from '../../src/blob-store/blob-store.js';
+import type { Clock } from '../../src/platform/clock.js';
 import {
   MAX_EMBEDDING_INPUTS_PER_BATCH,
   MAX_LISTED_ERRORS,
   MAX_REQUESTS_PER_BATCH,
   checkInputLine,
   isBlank,
-} from '../src/domain/batch-input.js';
-import type { BatchError, BatchFacts, ChunkSpec } from '../src/domain/batch.js';
-import { DEFAULT_UPLOAD_LIMITS, fileDecider } from '../src/domain/file.js';
-import { fileStreamName } from '../src/domain/stream-names.js';
-import type { EngineDirectory } from '../src/engine/engine.js';
-import type { EventStore } from '../src/event-store/event-store.js';
-import { NO_TRACING, type Tracing } from '../src/tracing.js';
-import { PrefixSignatureTable, prefixSignature } from '../src/domain/prefix-order.js';
+} from '../../src/domain/batch-input.js';
+import type { BatchError, BatchFacts, ChunkSpec } from '../../src/domain/batch.js';
+import { DEFAULT_UPLOAD_LIMITS, fileDecider } from '../../src/domain/file.js';
+import { fileStreamName } from '../../src/domain/stream-names.js';
+import type { EngineDirectory } from '../../src/engine/engine.js';
+import type { EventStore } from '../../src/event-store/event-store.js';
+import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
+import { PrefixSignatureTable, prefixSignature } from '../../src/domain/prefix-order.js';
 import { physicalLines } from './jsonl-lines.js';
 import { RequestLines, WorkFileWriter } from './work-file-writer.js';
 

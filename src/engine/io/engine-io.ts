@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { RequestWithdrawnError } from './engine.js';
+import { RequestWithdrawnError } from '../engine.js';
 import type { ExchangeAnswer, FromEngineIo, ToEngineIo } from './engine-io-thread.js';
 
 export type { ExchangeAnswer } from './engine-io-thread.js';

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BlobStore } from '../src/blob-store/blob-store.js';
-import type { ChunkSpec } from '../src/domain/batch.js';
-import { workFileBlobKey, workRecord, workRecordBytes } from '../src/domain/work-file.js';
-import { Uint32List } from '../src/domain/uint32-list.js';
-import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../src/private-files.js';
+import type { BlobStore } from '../../src/blob-store/blob-store.js';
+import type { ChunkSpec } from '../../src/domain/batch.js';
+import { workFileBlobKey, workRecord, workRecordBytes } from '../../src/domain/work-file.js';
+import { Uint32List } from '../../src/domain/uint32-list.js';
+import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../../src/platform/private-files.js';
 import { physicalLines } from './jsonl-lines.js';
 
 /** The request lines of an input file, as validation found them, in file order: two numbers each. */

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
-import type { BatchesQueries } from '../projections/batches-projection.js';
-import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
-import type { Clock } from '../src/clock.js';
+import type { BatchesQueries } from '../../projections/batches-projection.js';
+import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
+import type { Clock } from '../../src/platform/clock.js';
 import { RepeatingTask } from './repeating-task.js';
-import { STOPPABLE_STATUSES } from '../src/domain/batch.js';
+import { STOPPABLE_STATUSES } from '../../src/domain/batch.js';
 
 /**
  * Time is not an event: once a second, batches past their expires_at start winding down. Several

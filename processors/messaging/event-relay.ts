@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
-import { type Validation, isBatchEventType, statusAfter } from '../src/domain/batch.js';
-import { parseStreamName } from '../src/domain/stream-names.js';
+import { type Validation, isBatchEventType, statusAfter } from '../../src/domain/batch.js';
+import { parseStreamName } from '../../src/domain/stream-names.js';
 import {
   type EventStore,
   type Position,
@@ -9,10 +9,10 @@ import {
   type Subscription,
   positionFromString,
   positionToString,
-} from '../src/event-store/event-store.js';
-import { preparePrivateDatabaseFile } from '../src/private-files.js';
-import { type MessageLog, type OutgoingMessage, nextRetryDelay, partitionFor } from '../src/message-log/message-log.js';
-import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
+} from '../../src/event-store/event-store.js';
+import { preparePrivateDatabaseFile } from '../../src/platform/private-files.js';
+import { type MessageLog, type OutgoingMessage, nextRetryDelay, partitionFor } from '../../src/message-log/message-log.js';
+import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../../src/messages/topics.js';
 
 /** Where the relay has got to in the event log. */
 export interface RelayCheckpoint {

@@ -1,7 +1,7 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
-import { ConcurrencyLimit } from './concurrency-limit.js';
+import { ConcurrencyLimit } from '../../platform/concurrency-limit.js';
 import { type ImageBucketRules, imageBucketRefusal } from './image-bucket-policy.js';
 
 const MAX_REMEMBERED_BUCKETS = 1000;

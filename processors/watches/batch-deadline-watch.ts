@@ -1,8 +1,8 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { BatchesQueries } from '../projections/batches-projection.js';
-import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
-import type { Clock } from '../src/clock.js';
+import type { BatchesQueries } from '../../projections/batches-projection.js';
+import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
+import type { Clock } from '../../src/platform/clock.js';
 import { RepeatingTask } from './repeating-task.js';
 import { BatchRateTracker } from './batch-rate-tracker.js';
 

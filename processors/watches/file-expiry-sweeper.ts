@@ -1,8 +1,8 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { FileRegistry } from '../src/application/file-registry.js';
-import type { Clock } from '../src/clock.js';
-import type { FilesQueries } from '../projections/files-projection.js';
+import type { FileRegistry } from '../../src/application/file-registry.js';
+import type { Clock } from '../../src/platform/clock.js';
+import type { FilesQueries } from '../../projections/files-projection.js';
 import { RepeatingTask } from './repeating-task.js';
 
 const PAGE = 100;

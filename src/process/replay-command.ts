@@ -2,12 +2,12 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { ALL_PROJECTIONS } from '../projections/all-projections.js';
-import { type ReadModelDifference, compareReadModels, readCheckpoints, replayInto } from '../projections/replay.js';
-import { openReadModelStore } from '../projections/read-model-store.js';
-import type { Config } from './config.js';
-import { positionToString } from './event-store/event-store.js';
-import { openEventStore } from './wiring/adapters.js';
+import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
+import { type ReadModelDifference, compareReadModels, readCheckpoints, replayInto } from '../../projections/replay.js';
+import { openReadModelStore } from '../../projections/read-model-store.js';
+import type { Config } from '../config.js';
+import { positionToString } from '../event-store/event-store.js';
+import { openEventStore } from '../wiring/adapters.js';
 
 export interface ReplayReport {
   readonly identical: boolean;

@@ -1,4 +1,4 @@
-import type { EngineLoad } from './engine-load-metrics.js';
+import type { EngineLoad } from '../engine-load-metrics.js';
 
 export interface AdaptiveConcurrencySettings {
   /** ENGINE_CONCURRENCY: the most it ever allows. */

@@ -1,19 +1,19 @@
 import type { Readable } from 'node:stream';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import type { BatchLifecycle } from '../src/application/batch-lifecycle.js';
-import type { FileRegistry } from '../src/application/file-registry.js';
-import type { LineOutcomeLog } from '../src/application/line-outcomes.js';
-import type { LineCompletedData, LineFailedData } from '../src/domain/line-outcome.js';
-import { type OutputKind, outputLine, renderChunk } from '../src/domain/batch-output.js';
-import type { Clock } from '../src/clock.js';
-import { mayBeginFinalizing, readyToFinish } from '../src/domain/batch.js';
-import type { FileFacts } from '../src/domain/file.js';
-import { derivedId } from '../src/domain/derived-ids.js';
+import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
+import type { FileRegistry } from '../../src/application/file-registry.js';
+import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
+import type { LineCompletedData, LineFailedData } from '../../src/domain/line-outcome.js';
+import { type OutputKind, outputLine, renderChunk } from '../../src/domain/batch-output.js';
+import type { Clock } from '../../src/platform/clock.js';
+import { mayBeginFinalizing, readyToFinish } from '../../src/domain/batch.js';
+import type { FileFacts } from '../../src/domain/file.js';
+import { derivedId } from '../../src/domain/derived-ids.js';
 import { type ChunkOutputParts, inLineOrder } from './chunk-output-parts.js';
-import type { BatchRow, BatchesQueries, ChunkRow } from '../projections/batches-projection.js';
-import { NO_TRACING, type Tracing } from '../src/tracing.js';
-import { lentPieces } from '../src/blob-store/file-content-stream.js';
+import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batches-projection.js';
+import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
+import { lentPieces } from '../../src/blob-store/file-content-stream.js';
 import { InputOrderSpill } from './input-order-spill.js';
 
 /**

@@ -1,14 +1,14 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { WeightSync } from '../src/application/weight-sync.js';
-import type { Clock } from '../src/clock.js';
-import { hotSwapDifferences, rejectionReasons } from '../src/domain/checkpoint-compatibility.js';
-import { parseCheckpointLocation } from '../src/domain/weight-sync.js';
-import type { S3CheckpointSource } from '../src/engine/checkpoint-source.js';
-import type { Fleet } from '../src/engine/fleet.js';
-import type { ReplicaPool } from '../src/engine/replica-pool.js';
-import { deterministicUuid } from '../src/domain/derived-ids.js';
-import type { WeightSyncRow, WeightsQueries } from '../projections/weights-projection.js';
+import type { WeightSync } from '../../src/application/weight-sync.js';
+import type { Clock } from '../../src/platform/clock.js';
+import { hotSwapDifferences, rejectionReasons } from '../../src/domain/checkpoint-compatibility.js';
+import { parseCheckpointLocation } from '../../src/domain/weight-sync.js';
+import type { S3CheckpointSource } from '../../src/engine/checkpoint-source.js';
+import type { Fleet } from '../../src/engine/fleet.js';
+import type { ReplicaPool } from '../../src/engine/replica-pool.js';
+import { deterministicUuid } from '../../src/domain/derived-ids.js';
+import type { WeightSyncRow, WeightsQueries } from '../../projections/weights-projection.js';
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 
