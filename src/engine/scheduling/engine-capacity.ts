@@ -1,0 +1,305 @@
+import type { EngineLoad } from '../engine-load-metrics.js';
+import { LatencyFloor } from './latency-floor.js';
+import { ThroughputSearch, type SearchPhase } from './throughput-search.js';
+
+export interface EngineCapacitySettings {
+  /** ENGINE_CONCURRENCY (or the replica's `concurrency`): the most it ever allows. */
+  readonly ceiling: number;
+  /** Where it starts. */
+  readonly initial?: number;
+  /**
+   * Fewest answers in a throughput window. A window is also at least one limit's worth (a round
+   * trip), and long enough that the spread of the engine's latencies leaves its rate within half
+   * the flatness (at most ten round trips).
+   */
+  readonly windowAnswers?: number;
+  /** See ThroughputSearchSettings. */
+  readonly flatness?: number;
+  readonly probeGapMs?: readonly [number, number];
+  /**
+   * While interactive requests are being served, the least time between probes above the limit
+   * found: a probe queues batch work inside a full engine, and an interactive request arriving
+   * then waits behind it.
+   */
+  readonly interactiveProbeGapMs?: number;
+  /** KV-cache usage (0–1) at which it stops growing. */
+  readonly kvUsageHigh?: number;
+  /** Engine gauges older than this are not used: the limit is learned from throughput alone. */
+  readonly loadStaleMs?: number;
+}
+
+/** Readings the engine's full batch is the most running of (10 s at four readings a second). */
+const PEAK_READINGS = 40;
+/** Readings at the start of a cruise that say how many requests its limit keeps waiting inside the engine. */
+const LOOKAHEAD_READINGS = 4;
+
+/** How a request ended: answered (any answer but 429/503), overloaded (429/503), timeout, failed (other). */
+export type RequestOutcome = 'answered' | 'overloaded' | 'timeout' | 'failed';
+
+export interface RequestResult {
+  /** When it was sent, epoch ms. */
+  readonly startedAt: number;
+  /** How long the engine took. */
+  readonly latencyMs: number;
+  readonly outcome: RequestOutcome;
+  /** Requests in flight on the replica when it was sent, itself included. */
+  readonly inFlight: number;
+  /** Slots of the replica kept free for interactive requests when it was sent: in use as much as filled ones. */
+  readonly reserved?: number;
+  /** The limit when it was sent (the limit now when absent). */
+  readonly limit?: number;
+}
+
+/** Where the limit comes from: the engine's own gauges, or the answers' throughput alone. */
+export type CapacityMode = 'gauges' | 'throughput';
+
+interface Window {
+  answers: number;
+  /** Sums over its answers of their latencies and of the requests in flight when each was sent. */
+  latency: number;
+  inFlight: number;
+  /** Sum over its answers of the share of the limit in use when each was sent. */
+  usage: number;
+  /** Where it starts: the previous window's end; undefined for the first window after a change (spoiled by it). */
+  startAt: number | undefined;
+  endAt: number;
+}
+
+/**
+ * A replica's useful concurrency, learned the way batching engines behave. Pure: every input
+ * carries its own time.
+ *
+ * Every real engine batches: its latency rises with load while its throughput rises faster, so
+ * rising latency is not a queue, and a limit that backs off on it starves exactly the engine it
+ * should fill. The limit is learned from **throughput** instead (ThroughputSearch): it grows while
+ * completions per second rise, holds at the smallest limit within `flatness` of the best (past
+ * that, more in flight only queues inside the engine), and probes now and then for a change.
+ * Throughput is read through Little's law (in flight / time in the engine), which is steady where
+ * counting answers reads the bunching of cohorts.
+ *
+ * **The engine's gauges** (vLLM's and SGLang's /metrics: requests running, waiting, KV-cache
+ * usage), where scraped and fresh, say what throughput can only find out at the next probe: once
+ * the limit cruises, the requests waiting inside the engine at that limit are the lookahead that
+ * keeps its batch full (a continuous-batching LLM server replaces a few sequences a step and keeps
+ * one or two waiting; an embeddings server that batches whatever waits at each step keeps a whole
+ * batch waiting), learned as what the search's limit gives rather than set by hand per model and
+ * GPU as llm-d's flow control has its operators do. With the batch full (running as many as the
+ * engine has lately), more waiting than that lookahead is another client's load or a slower
+ * engine: the excess is shed at once. With the batch not full and nothing beyond the lookahead
+ * waiting, the engine has room: the next probe up comes at once. A KV cache nearly full forbids
+ * probes up. Requests waiting at one reading only may be answers sent again, waiting for the
+ * engine's next step: only what waits at two readings in a row counts.
+ *
+ * 429, 503 and timeouts halve it at once. Latency is not a signal here; interactive traffic is
+ * protected against an operator's objective (InteractiveObjective). The latency floor is still
+ * tracked (LatencyFloor) for the hold-ahead and the yield to other processes.
+ */
+export class EngineCapacity {
+  private estimate: number;
+  private search: ThroughputSearch;
+  private mode: CapacityMode = 'throughput';
+  private load: { value: EngineLoad; at: number } | undefined;
+  /** The running gauge over the last readings, and the waiting gauge at the previous one. */
+  private runningSeen: number[] = [];
+  private lastWaiting = 0;
+  /** Waiting requests the cruising limit keeps inside the engine (its first readings' mean), and how many readings made it. */
+  private lookahead: { sum: number; readings: number } | undefined;
+  /** Readings in a row the engine had room. */
+  private roomReadings = 0;
+  private window: Window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: undefined, endAt: 0 };
+  /** Answers to requests sent before this are not evidence for the current setting. */
+  private changedAt = Number.NEGATIVE_INFINITY;
+  private lastUpProbeAt = Number.NEGATIVE_INFINITY;
+  private lastOverloadAt = Number.NEGATIVE_INFINITY;
+  private interactiveRecent = false;
+  /** Slots given back to another process's interactive requests (yieldSlot): a cap, until it expires or interactive traffic stops. */
+  private held: { below: number; until: number; floor: number } | undefined;
+  private readonly floor = new LatencyFloor();
+  private readonly windowAnswers: number;
+  private readonly flatness: number;
+  private readonly interactiveProbeGapMs: number;
+  private readonly kvUsageHigh: number;
+  private readonly loadStaleMs: number;
+  readonly ceiling: number;
+
+  constructor(settings: EngineCapacitySettings) {
+    if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
+    this.ceiling = Math.floor(settings.ceiling);
+    this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 4));
+    this.windowAnswers = settings.windowAnswers ?? 8;
+    this.flatness = settings.flatness ?? 0.03;
+    this.interactiveProbeGapMs = settings.interactiveProbeGapMs ?? 300_000;
+    this.kvUsageHigh = settings.kvUsageHigh ?? 0.95;
+    this.loadStaleMs = settings.loadStaleMs ?? 3_000;
+    this.search = new ThroughputSearch({ least: 1, most: this.ceiling, initial: this.estimate, flatness: this.flatness, ...(settings.probeGapMs ? { probeGapMs: settings.probeGapMs } : {}) });
+  }
+
+  /** Requests to allow in flight now: an integer from 1 to the ceiling. */
+  get limit(): number {
+    const learned = Math.max(1, Math.min(this.ceiling, Math.floor(this.estimate)));
+    return this.held ? Math.min(learned, this.held.below) : learned;
+  }
+
+  /** Whether fresh engine gauges guard the limit now, or throughput alone sets it. */
+  get source(): CapacityMode {
+    return this.mode;
+  }
+
+  /** Requests the cruising limit keeps waiting inside the engine, as its gauges show (undefined without them, or while searching). */
+  get lookaheadRequests(): number | undefined {
+    return this.mode === 'gauges' && this.lookahead && this.lookahead.readings > 0 ? this.lookahead.sum / this.lookahead.readings : undefined;
+  }
+
+  /** Where the search stands: startup, search, cruise or a probe. */
+  get phase(): SearchPhase {
+    return this.search.phase;
+  }
+
+  /** The latency floor learned so far, ms (Infinity before the first window). */
+  get latencyFloorMs(): number {
+    return this.floor.floorMs;
+  }
+
+  /** The mean latency of an uncrowded window, ms (Infinity before the first window). */
+  get uncrowdedLatencyMs(): number {
+    return this.floor.uncrowdedMs;
+  }
+
+  record(result: RequestResult): void {
+    if (result.outcome === 'failed') return;
+    const completedAt = result.startedAt + Math.max(0, result.latencyMs);
+    if (this.mode === 'gauges' && (!this.load || completedAt - this.load.at > this.loadStaleMs)) this.mode = 'throughput';
+    if (result.outcome === 'overloaded' || result.outcome === 'timeout') {
+      // One cut per round of requests sent after the last: answers to those sent before describe the old limit.
+      if (result.startedAt < this.lastOverloadAt) return;
+      this.lastOverloadAt = completedAt;
+      this.search.overloaded(completedAt);
+      this.follow(completedAt);
+      return;
+    }
+    this.floor.add(result.latencyMs);
+    if (result.startedAt < this.changedAt) return;
+    const window = this.window;
+    window.answers += 1;
+    window.latency += Math.max(0, result.latencyMs);
+    window.inFlight += result.inFlight;
+    window.usage += Math.min(1, (result.inFlight + (result.reserved ?? 0)) / Math.max(1, result.limit ?? this.limit));
+    window.endAt = Math.max(window.endAt, completedAt);
+    if (window.answers < this.windowLength()) return;
+    this.closeWindow();
+  }
+
+  /**
+   * Answers a window needs: the mean of n latencies of coefficient of variation cv has a relative
+   * spread of about cv/√n, and two windows' rates must differ by less than the flatness to be told
+   * apart.
+   */
+  private windowLength(): number {
+    const limit = this.limit;
+    const cv = this.floor.variation;
+    const forNoise = Number.isFinite(cv) ? Math.ceil(((2 * cv) / this.flatness) ** 2) : 0;
+    // Whole round trips (each request in flight answers once per round trip), at most ten.
+    return limit * Math.min(10, Math.ceil(Math.max(this.windowAnswers, forNoise) / limit));
+  }
+
+  /**
+   * Whether interactive requests are being served beside the work this limit holds back: a probe
+   * above the engine's capacity then delays them, so such probes wait `interactiveProbeGapMs`.
+   */
+  interactiveTraffic(recent: boolean): void {
+    this.interactiveRecent = recent;
+    if (!recent) this.held = undefined;
+  }
+
+  /**
+   * Another process's interactive requests wait inside the engine for a slot (on the Kafka shape
+   * the API says so; see InteractiveYield): one request fewer, held while interactive requests
+   * are served or until the next probe may start; not below half the limit at the first yield.
+   * True when the limit went down.
+   */
+  yieldSlot(at: number): boolean {
+    const limit = this.limit;
+    const floor = this.held?.floor ?? Math.max(1, Math.ceil(limit / 2));
+    if (limit - 1 < floor) return false;
+    this.held = { below: limit - 1, until: at + this.interactiveProbeGapMs, floor };
+    return true;
+  }
+
+  /**
+   * Load gauges scraped from the engine at `at` (see engineLoadFrom). `inUse`: Spool's requests
+   * on the replica then, with the slots kept free for interactive requests.
+   */
+  observeLoad(load: EngineLoad, at: number, inUse: number = this.limit): void {
+    this.load = { value: load, at };
+    if (this.held && at >= this.held.until) this.held = undefined;
+    if (load.waiting === undefined) return;
+    this.mode = 'gauges';
+    const waiting = Math.min(load.waiting, this.lastWaiting);
+    this.lastWaiting = load.waiting;
+    const running = load.running ?? 0;
+    this.runningSeen.push(running);
+    if (this.runningSeen.length > PEAK_READINGS) this.runningSeen.shift();
+    // While it searches, throughput decides; the lookahead is what the limit it settles on keeps waiting.
+    if (this.search.phase !== 'cruise') {
+      this.lookahead = undefined;
+      return;
+    }
+    if (!this.lookahead || this.lookahead.readings < LOOKAHEAD_READINGS) {
+      this.lookahead = { sum: (this.lookahead?.sum ?? 0) + waiting, readings: (this.lookahead?.readings ?? 0) + 1 };
+      return;
+    }
+    const lookahead = this.lookahead.sum / this.lookahead.readings;
+    const peak = Math.max(...this.runningSeen);
+    const full = running >= peak - Math.max(1, Math.floor(0.05 * peak));
+    const excess = waiting - lookahead;
+    if (full && excess > Math.max(2, 0.1 * peak)) {
+      // Another client's load, or a slower engine: what waits beyond the lookahead only queues.
+      this.search.cruiseAt(Math.max(1, Math.floor(Math.min(this.estimate, inUse) - excess)), at);
+      this.follow(at);
+      return;
+    }
+    // Room: the batch runs fewer than it has lately (another client left), or less waits than the
+    // lookahead (the engine takes more per step). An engine full to exactly the limit with nothing
+    // waiting shows neither; the probes find out.
+    const room = (!full || excess < -0.5) && excess <= 0 && inUse >= Math.ceil(0.9 * this.limit) && (load.kvUsage ?? 0) < this.kvUsageHigh;
+    this.roomReadings = room ? this.roomReadings + 1 : 0;
+    if (this.roomReadings >= 2) {
+      this.roomReadings = 0;
+      this.search.probeSoon(at);
+    }
+  }
+
+  /** The search moved: the limit follows, and what was measured before describes the old one. */
+  private follow(at: number): void {
+    this.estimate = this.search.value;
+    this.lookahead = undefined;
+    this.changed(at);
+  }
+
+  private closeWindow(): void {
+    const window = this.window;
+    this.window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: window.endAt, endAt: window.endAt };
+    // The first window after a change is the change itself; a window whose limit was not in use
+    // is limited by the work Spool had, not by the engine: neither says what the limit serves.
+    if (window.startAt === undefined || window.usage / window.answers < 0.9) return;
+    const at = window.endAt;
+    // While slots are held for another process, the throughput measured is the held limit's.
+    if (this.held && this.held.below < this.search.value) return;
+    const kvFull = this.mode === 'gauges' && (this.load?.value.kvUsage ?? 0) >= this.kvUsageHigh;
+    const mayProbeUp = !this.interactiveRecent || at - this.lastUpProbeAt >= this.interactiveProbeGapMs;
+    // Little's law: the engine completes requests at (requests in flight) / (time each spends in
+    // it). Counting answers between two answers' times instead reads the bunching of the cohorts
+    // requests keep (they go out as others come back), ±10% from one window to the next past the
+    // engine's slots; the mean of every answer's time is steady.
+    const servedMs = window.latency / (window.inFlight / window.answers);
+    if (!this.search.measured(window.answers, servedMs, at, { mayGrow: !kvFull, mayProbeUp })) return;
+    if (this.search.phase === 'probe-up') this.lastUpProbeAt = at;
+    this.follow(at);
+  }
+
+  /** The setting changed at `at`: answers to requests sent before describe the old one. */
+  private changed(at: number): void {
+    this.changedAt = at;
+    this.window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: undefined, endAt: at };
+  }
+}

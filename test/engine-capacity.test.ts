@@ -1,0 +1,221 @@
+import { describe, expect, it } from 'vitest';
+import { EngineCapacity, type RequestOutcome } from '../src/engine/scheduling/engine-capacity.js';
+import { DiscreteEvents } from './support/discrete-events.js';
+import { type SimulatedEngine, bareLoopRate, continuousBatchingEngine, dynamicBatchingEngine, fixedLatencyEngine } from './support/engine-models.js';
+
+// The concurrency limit against engines in simulated time (test/support/engine-models.ts: stand-ins
+// for GPU inference servers, which cannot run here): a client with endless batch work keeps the
+// learned limit in flight, with or without scraping the engine's gauges every 250 ms.
+
+interface Run {
+  /** Answers per second over the second half. */
+  rate: number;
+  limit: number;
+  highest: number;
+  /** Mean requests waiting inside the engine over the second half. */
+  meanWaiting: number;
+  capacity: EngineCapacity;
+}
+
+function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling: number; untilMs: number; gauges?: boolean; interactive?: boolean; change?: { atMs: number; apply: () => void } }): Run {
+  const sim = new DiscreteEvents();
+  const engine = make(sim);
+  const capacity = new EngineCapacity({ ceiling: options.ceiling });
+  capacity.interactiveTraffic(options.interactive ?? false);
+  let inFlight = 0;
+  let highest = 0;
+  let counted = 0;
+  let waitingArea = 0;
+  let sampled = 0;
+  const from = options.untilMs / 2;
+  const pump = () => {
+    highest = Math.max(highest, capacity.limit);
+    // Requests sent at one moment all count the whole burst in flight, as the pool counts them
+    // (its admissions resume once the scheduler's round is over).
+    const limit = capacity.limit;
+    const burst = Math.max(0, limit - inFlight);
+    inFlight += burst;
+    const sentWith = inFlight;
+    for (let i = 0; i < burst; i++) {
+      const startedAt = sim.now;
+      engine.submit(() => {
+        inFlight -= 1;
+        if (sim.now >= from) counted += 1;
+        capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit });
+        sim.after(0, pump);
+      });
+    }
+  };
+  const scrape = () => {
+    const gauges = engine.gauges();
+    if (sim.now >= from) {
+      waitingArea += gauges.waiting;
+      sampled += 1;
+    }
+    if (options.gauges) {
+      capacity.observeLoad(gauges, sim.now, inFlight);
+      pump();
+    }
+    sim.after(250, scrape);
+  };
+  sim.after(0, pump);
+  sim.after(250, scrape);
+  if (options.change) sim.at(options.change.atMs, options.change.apply);
+  sim.runUntil(options.untilMs);
+  return { rate: (counted * 1000) / (options.untilMs - from), limit: capacity.limit, highest, meanWaiting: sampled ? waitingArea / sampled : 0, capacity };
+}
+
+/** The best a bare loop gets over a sweep of its concurrency up to the same ceiling (in steps of a quarter, and the ceiling itself). */
+function bestBareRate(make: (sim: DiscreteEvents) => SimulatedEngine, ceiling: number): number {
+  let best = bareLoopRate(make, ceiling, 30_000);
+  for (let inFlight = 1; inFlight < ceiling; inFlight = Math.max(inFlight + 1, Math.round(inFlight * 1.25))) best = Math.max(best, bareLoopRate(make, inFlight, 30_000));
+  return best;
+}
+
+const llm = { maxSeqs: 64, baseMs: 12, perSeqMs: 0.15, prefillMsPerRequest: 0.4, outputTokens: 48 };
+const embeddings = { maxBatch: 64, baseMs: 4, perItemMs: 0.08 };
+
+describe('engine capacity: a batch alone fills a batching engine', () => {
+  const cases = [
+    { name: 'continuous-batching LLM', make: (sim: DiscreteEvents) => continuousBatchingEngine(sim, llm), size: llm.maxSeqs },
+    { name: 'embeddings with dynamic batching', make: (sim: DiscreteEvents) => dynamicBatchingEngine(sim, embeddings), size: embeddings.maxBatch },
+  ];
+  for (const { name, make, size } of cases) {
+    for (const ceilingTimes of [1, 4]) {
+      for (const gauges of [false, true]) {
+        it(`${name}, ceiling ${ceilingTimes}× its batch, ${gauges ? 'with' : 'without'} gauges: at least 95% of the best bare loop`, () => {
+          const best = bestBareRate(make, ceilingTimes * size);
+          const result = run(make, { ceiling: ceilingTimes * size, untilMs: 120_000, gauges });
+          expect(result.rate / best).toBeGreaterThanOrEqual(0.95);
+        });
+      }
+    }
+  }
+
+  it('a latency that rises with the batch is not read as a queue: the limit reaches the engine’s batch, not a tenth of it', () => {
+    const result = run((sim) => continuousBatchingEngine(sim, llm), { ceiling: 256, untilMs: 60_000 });
+    expect(result.limit).toBeGreaterThanOrEqual(llm.maxSeqs * 0.9);
+  });
+});
+
+describe('engine capacity: a fixed-latency engine', () => {
+  for (const gauges of [false, true]) {
+    it(`${gauges ? 'with' : 'without'} gauges, finds its slots from far above and queues next to nothing inside it`, () => {
+      const result = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 128, untilMs: 120_000, gauges });
+      expect(result.rate).toBeGreaterThanOrEqual(0.95 * 320);
+      // Without gauges it cruises at the smallest limit that serves as much (a request or two below
+      // the slots); with them, the batch full plus a lookahead of one waiting.
+      expect(result.limit).toBeLessThanOrEqual(gauges ? 33 : 32);
+      expect(result.meanWaiting).toBeLessThanOrEqual(gauges ? 1.5 : 0.5);
+    });
+  }
+
+  it('follows the engine when another tenant takes half of it, and when it comes back', () => {
+    let engine!: ReturnType<typeof fixedLatencyEngine>;
+    const make = (sim: DiscreteEvents) => (engine = fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }));
+    const shrunk = run(make, { ceiling: 128, untilMs: 240_000, change: { atMs: 60_000, apply: () => (engine.slots = 16) } });
+    expect(shrunk.limit).toBeLessThanOrEqual(16);
+    expect(shrunk.limit).toBeGreaterThanOrEqual(14);
+    const grown = run(make, { ceiling: 128, untilMs: 600_000, change: { atMs: 60_000, apply: () => (engine.slots = 64) } });
+    expect(grown.limit).toBeGreaterThanOrEqual(58);
+    // A request or two above the slots queues that many inside the engine: an interactive request
+    // arriving waits for one slot more in 64, about 2 ms of 100.
+    expect(grown.limit).toBeLessThanOrEqual(66);
+  });
+
+  it('never passes its ceiling, and does not grow while the limit is not in use', () => {
+    const capped = run((sim) => fixedLatencyEngine(sim, { slots: 64, latencyMs: 100 }), { ceiling: 16, untilMs: 30_000 });
+    expect(capped.highest).toBe(16);
+    const idle = new EngineCapacity({ ceiling: 64, initial: 4 });
+    for (let i = 0; i < 2000; i++) idle.record({ startedAt: i * 10, latencyMs: 100, outcome: 'answered', inFlight: 1, limit: 4 });
+    expect(idle.limit).toBe(4);
+  });
+});
+
+describe('engine capacity: refusals and gauges', () => {
+  it.each<RequestOutcome>(['overloaded', 'timeout'])('halves at once on %s, once per round of requests sent after the last cut', (outcome) => {
+    const capacity = new EngineCapacity({ ceiling: 64, initial: 32 });
+    capacity.record({ startedAt: 0, latencyMs: 50, outcome, inFlight: 32 });
+    expect(capacity.limit).toBe(16);
+    // Sent before that cut: says nothing new.
+    capacity.record({ startedAt: 10, latencyMs: 50, outcome, inFlight: 32 });
+    expect(capacity.limit).toBe(16);
+    capacity.record({ startedAt: 60, latencyMs: 50, outcome, inFlight: 16 });
+    expect(capacity.limit).toBe(8);
+  });
+
+  it('ignores other failures (a 500 or a refused connection says nothing about load)', () => {
+    const capacity = new EngineCapacity({ ceiling: 8, initial: 8 });
+    for (let i = 0; i < 100; i++) capacity.record({ startedAt: i, latencyMs: 1, outcome: 'failed', inFlight: 8 });
+    expect(capacity.limit).toBe(8);
+  });
+
+  it('with gauges, sheds at once what another client’s load makes wait beyond its lookahead; without, at the next probe down', () => {
+    // A second client starts keeping 16 requests in the 32-slot engine at 60 s.
+    const shed = (gauges: boolean) => {
+      let engine!: ReturnType<typeof fixedLatencyEngine>;
+      let sim!: DiscreteEvents;
+      const make = (s: DiscreteEvents) => {
+        sim = s;
+        return (engine = fixedLatencyEngine(s, { slots: 32, latencyMs: 100 }));
+      };
+      const other = () => {
+        const send = () => engine.submit(() => sim.after(0, send));
+        for (let i = 0; i < 16; i++) send();
+      };
+      return run(make, { ceiling: 128, untilMs: 62_000, gauges, change: { atMs: 60_000, apply: other } });
+    };
+    expect(shed(true).limit).toBeLessThanOrEqual(20);
+    expect(shed(false).limit).toBeGreaterThanOrEqual(30);
+  });
+
+  it('with gauges, probes up at once when the engine has room (another client left); a KV cache nearly full forbids it', () => {
+    // A second client's 16 requests go ahead of ours in a 48-slot engine until 60 s, then stop:
+    // the batch runs fewer than it did, and the engine has room.
+    const grow = (gauges: boolean, untilMs = 70_000) => {
+      let engine!: ReturnType<typeof fixedLatencyEngine>;
+      let stopped = false;
+      const make = (sim: DiscreteEvents) => {
+        engine = fixedLatencyEngine(sim, { slots: 48, latencyMs: 100 });
+        const send = () => engine.submitUrgent(() => stopped || sim.after(0, send));
+        for (let i = 0; i < 16; i++) send();
+        return engine;
+      };
+      return run(make, { ceiling: 128, untilMs, gauges, change: { atMs: 60_000, apply: () => (stopped = true) } });
+    };
+    expect(grow(true, 59_000).limit).toBeLessThanOrEqual(34);
+    expect(grow(true).limit).toBeGreaterThanOrEqual(44);
+    expect(grow(false).limit).toBeLessThanOrEqual(34);
+    const full = new EngineCapacity({ ceiling: 64, initial: 8 });
+    const limits: number[] = [];
+    for (let t = 0; t < 200_000; t += 10) {
+      if (t % 250 === 0) full.observeLoad({ running: 8, waiting: 0, kvUsage: 0.97 }, t, 8);
+      full.record({ startedAt: t - 100, latencyMs: 100, outcome: 'answered', inFlight: full.limit, limit: full.limit });
+      limits.push(full.limit);
+    }
+    // It may go down and back, never above where the KV cache was found full.
+    expect(Math.max(...limits.slice(limits.length / 2))).toBeLessThanOrEqual(8);
+  });
+
+  it('falls back to throughput once the gauges go stale', () => {
+    const capacity = new EngineCapacity({ ceiling: 64, initial: 4, loadStaleMs: 3_000 });
+    capacity.observeLoad({ running: 4, waiting: 0 }, 0, 4);
+    expect(capacity.source).toBe('gauges');
+    capacity.record({ startedAt: 5_000, latencyMs: 10, outcome: 'answered', inFlight: 4, limit: 4 });
+    expect(capacity.source).toBe('throughput');
+  });
+
+  it('gives a slot back to another process’s interactive requests, not below half, until interactive traffic stops', () => {
+    const capacity = new EngineCapacity({ ceiling: 8, initial: 8 });
+    capacity.interactiveTraffic(true);
+    const given = Array.from({ length: 8 }, (_, i) => capacity.yieldSlot(i * 1000));
+    expect(given.filter(Boolean)).toHaveLength(4);
+    expect(capacity.limit).toBe(4);
+    capacity.interactiveTraffic(false);
+    expect(capacity.limit).toBe(8);
+  });
+
+  it('rejects a ceiling below 1 by name', () => {
+    expect(() => new EngineCapacity({ ceiling: 0 })).toThrow(/ceiling/);
+  });
+});
