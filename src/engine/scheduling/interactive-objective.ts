@@ -1,0 +1,97 @@
+export interface InteractiveObjectiveSettings {
+  /** The objective: interactive requests answered within this at the 99th percentile, ms. */
+  readonly p99Ms: number;
+  /** Answers a judgement needs, all taken since the batch concurrency last changed (fewer: no judgement). */
+  readonly leastAnswers?: number;
+  /** The batch concurrency goes to this fraction of what was in flight when the objective is missed. */
+  readonly cut?: number;
+  /** It grows (by `growth` of itself, at least one) while the p99 stays below this fraction of the objective. */
+  readonly margin?: number;
+  readonly growth?: number;
+  /** No interactive answer for this long: nothing to protect, no cap. */
+  readonly idleMs?: number;
+  /** Answers kept for the measured p99 shown in /metrics: those of the last this many ms. */
+  readonly reportWindowMs?: number;
+}
+
+/**
+ * Interactive protection against an explicit objective: batch work gets every slot the objective
+ * allows and no more. On a batching engine every request in the batch slows every other a little,
+ * so beside live traffic the question is not whether the engine is full but how full it may be
+ * while interactive requests are still answered in time; only the operator can say what "in time"
+ * is (a p99 per model), and only measuring says how much batch work that leaves.
+ *
+ * Additive increase, multiplicative decrease on the batch concurrency (the batch and background
+ * requests the scheduler may keep in flight across the model's replicas), judged on the
+ * interactive answers since the last change only (older ones describe the old concurrency):
+ * - p99 above the objective: down to `cut` of what was in flight;
+ * - below `margin` of it: up by `growth`, at least one;
+ * - in between: held.
+ * No cap while the objective holds from the start, and none once interactive traffic stops.
+ * Pure: every input carries its own time.
+ */
+export class InteractiveObjective {
+  private since: number[] = [];
+  private recent: Array<{ at: number; latencyMs: number }> = [];
+  private cap = Number.POSITIVE_INFINITY;
+  private lastAnswerAt = Number.NEGATIVE_INFINITY;
+  private readonly leastAnswers: number;
+  private readonly cut: number;
+  private readonly margin: number;
+  private readonly growth: number;
+  private readonly idleMs: number;
+  private readonly reportWindowMs: number;
+
+  constructor(readonly settings: InteractiveObjectiveSettings) {
+    if (!(settings.p99Ms > 0 && Number.isFinite(settings.p99Ms))) throw new Error(`an interactive p99 objective must be a positive number of ms, not ${settings.p99Ms}`);
+    this.leastAnswers = settings.leastAnswers ?? 30;
+    this.cut = settings.cut ?? 0.9;
+    this.margin = settings.margin ?? 0.85;
+    this.growth = settings.growth ?? 0.05;
+    this.idleMs = settings.idleMs ?? 60_000;
+    this.reportWindowMs = settings.reportWindowMs ?? 60_000;
+  }
+
+  /** An interactive request answered at `at` after `latencyMs` (as its caller saw it: waiting included). */
+  answered(at: number, latencyMs: number): void {
+    if (!(latencyMs >= 0)) return;
+    this.lastAnswerAt = Math.max(this.lastAnswerAt, at);
+    this.since.push(latencyMs);
+    this.recent.push({ at, latencyMs });
+    while (this.recent.length > 0 && this.recent[0]!.at < at - this.reportWindowMs) this.recent.shift();
+  }
+
+  /**
+   * The most batch work to keep in flight now (Infinity: no cap), judging the answers since the
+   * last change once there are enough. `batchInFlight`: batch and background requests in flight now.
+   */
+  batchCap(at: number, batchInFlight: number): number {
+    if (at - this.lastAnswerAt > this.idleMs) {
+      this.cap = Number.POSITIVE_INFINITY;
+      this.since = [];
+      return this.cap;
+    }
+    if (this.since.length < this.leastAnswers) return this.cap;
+    const p99 = percentile99(this.since);
+    if (p99 > this.settings.p99Ms) {
+      this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cut));
+      this.since = [];
+    } else if (p99 < this.margin * this.settings.p99Ms && Number.isFinite(this.cap)) {
+      this.cap += Math.max(1, Math.ceil(this.cap * this.growth));
+      this.since = [];
+    } else if (this.since.length >= 4 * this.leastAnswers) this.since = this.since.slice(-this.leastAnswers);
+    return this.cap;
+  }
+
+  /** The p99 of the interactive answers of the last `reportWindowMs` (undefined without any). */
+  measuredP99(at: number): number | undefined {
+    const latencies = this.recent.filter((answer) => answer.at >= at - this.reportWindowMs).map((answer) => answer.latencyMs);
+    return latencies.length > 0 ? percentile99(latencies) : undefined;
+  }
+}
+
+/** The 99th percentile by the nearest-rank method. */
+function percentile99(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
+}
