@@ -9,6 +9,7 @@ import type { Fleet } from '../../src/engine/fleet.js';
 import type { ReplicaPool } from '../../src/engine/replica-pool.js';
 import { deterministicUuid } from '../../src/domain/derived-ids.js';
 import type { WeightSyncRow, WeightsQueries } from '../../projections/weights-projection.js';
+import { backoffDelay } from '../../src/platform/retry.js';
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 
@@ -47,7 +48,7 @@ export class WeightSyncer {
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       stagingDir: string;
       openSource: () => Promise<S3CheckpointSource>;
-      /** Delay before a failed step's next attempt (doubled each time). */
+      /** Delay before a failed step's next attempt (doubled each time, without a cap: the third fails the sync). */
       retryDelayMs: number;
       /** Told how long each step took and of each failed attempt (for the metrics). */
       observer?: WeightSyncObserver;
@@ -99,7 +100,7 @@ export class WeightSyncer {
     const message = error instanceof Error ? error.message : String(error);
     this.deps.log.warn({ model: row.model, step, err: error }, 'weight sync attempt failed');
     this.deps.observer?.attemptFailed(step);
-    this.notBefore.set(row.model, Date.now() + this.deps.retryDelayMs * 2 ** row.attempt);
+    this.notBefore.set(row.model, Date.now() + backoffDelay({ firstMs: this.deps.retryDelayMs }, row.attempt + 1));
     await this.deps.weightSync.record(row.model, { type: 'RecordAttemptFailed', syncId: row.sync_id!, step, error: message, at: this.deps.clock.nowSeconds() }, CORRELATION);
   }
 

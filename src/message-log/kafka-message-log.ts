@@ -8,7 +8,7 @@ import {
   type MessageLog,
   type OutgoingMessage,
   type TopicSpec,
-  nextRetryDelay,
+  handlerRetryDelay,
 } from './message-log.js';
 import { quietKafkajsNegativeTimeouts } from './kafkajs-timer-warning.js';
 import { PartitionWindow } from './partition-window.js';
@@ -338,7 +338,7 @@ class KafkaGroupMember implements Consumer {
 
   /** Runs the handler until it succeeds; false if the member left meanwhile. */
   private async handle(message: DeliveredMessage): Promise<boolean> {
-    let delay = this.options.retryDelayMs ?? 500;
+    let failures = 0;
     for (;;) {
       try {
         const outcome = await Promise.race([this.handler(message).then(() => 'done' as const), this.abandonment.then(() => 'abandoned' as const)]);
@@ -346,8 +346,7 @@ class KafkaGroupMember implements Consumer {
       } catch (error) {
         this.options.onError?.(error, message);
         if (this.stopping || this.abandoned) return false;
-        await new Promise((resolve) => setTimeout(resolve, delay));
-        delay = nextRetryDelay(delay);
+        await new Promise((resolve) => setTimeout(resolve, handlerRetryDelay(this.options, ++failures)));
         if (this.stopping || this.abandoned) return false;
       }
     }

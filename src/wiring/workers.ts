@@ -16,6 +16,7 @@ import { WebhookDeliverer } from '../../processors/watches/webhook-deliverer.js'
 import { WorkConsumer } from '../../processors/messaging/work-consumer.js';
 import { BlobReferences } from '../application/blob-references.js';
 import type { Clock } from '../platform/clock.js';
+import { type Backoff, retryUntil } from '../platform/retry.js';
 import type { Config } from '../config.js';
 import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../messages/topics.js';
 import type { Adapters } from './adapters.js';
@@ -44,6 +45,9 @@ const scratchDirOf = (config: Config) => join(config.dataDir, 'scratch');
 
 /** Chunk messages an inference processor holds per partition, beyond those it runs. */
 const HELD_CHUNKS_PER_PARTITION = 32;
+
+/** Joining the message log once the process serves: no deadline, so the wait grows to 10 s. */
+const MESSAGING_BACKOFF: Backoff = { firstMs: 500, maxMs: 10_000 };
 
 /** One processor kind as its consumer runs it. */
 interface Processor {
@@ -239,10 +243,13 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
     },
     startMessaging: async () => {
       const stopped = () => lifecycle.stopping;
+      // Tries a step until it succeeds (a broker may still be starting) or the process stops.
+      const retried = (step: () => Promise<void>, what: string) =>
+        retryUntil(step, { backoff: MESSAGING_BACKOFF, stopped, onFailure: (error, { retryInMs }) => logger.warn({ err: error, retry_in_ms: retryInMs }, `${what} failed; trying again`) });
       // Kafka's topics were made before the start went on; the embedded log's cannot fail.
-      if (!config.kafka) await retryUntil(() => messageLog.ensureTopics(topics), stopped, logger, 'creating the topics');
-      for (const consumer of consumers) await retryUntil(() => consumer.start(), stopped, logger, 'joining a consumer group');
-      if (listener) await retryUntil(() => listener.start(), stopped, logger, 'joining the interactive load reports');
+      if (!config.kafka) await retried(() => messageLog.ensureTopics(topics), 'creating the topics');
+      for (const consumer of consumers) await retried(() => consumer.start(), 'joining a consumer group');
+      if (listener) await retried(() => listener.start(), 'joining the interactive load reports');
       if (stopped()) return;
       relay?.start();
       reporter?.start();
@@ -306,20 +313,4 @@ function wireSweepers({ config, clock, logger, adapters, parts, lifecycle }: Wor
   );
   lifecycle.opened('the blob debris sweeper', () => debrisSweeper.stop());
   return { sweeper, debrisSweeper };
-}
-
-/** Tries a start-up step until it succeeds (a broker may still be starting) or the process stops. */
-async function retryUntil(step: () => Promise<void>, stopped: () => boolean, logger: Logger, what: string): Promise<void> {
-  let delay = 500;
-  for (;;) {
-    if (stopped()) return;
-    try {
-      await step();
-      return;
-    } catch (error) {
-      logger.warn({ err: error, retry_in_ms: delay }, `${what} failed; trying again`);
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      delay = Math.min(delay * 2, 10_000);
-    }
-  }
 }
