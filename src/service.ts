@@ -104,7 +104,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     // built-in replicas go back to the weights of the last reload (/ready says 503 until then).
     void (application?.projector.whenCaughtUp() ?? Promise.resolve()).then(async () => {
       if (lifecycle.stopping) return;
-      await fleet?.followReloads();
+      await fleet?.servedWeights.follow();
       await workers.startMessaging();
     });
     const { eventStore, blobStore, messageLog } = adapters;

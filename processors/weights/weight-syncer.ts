@@ -10,6 +10,7 @@ import type { ReplicaPool } from '../../src/engine/replica-pool.js';
 import { deterministicUuid } from '../../src/domain/derived-ids.js';
 import type { WeightSyncRow, WeightsQueries } from '../../projections/weights-projection.js';
 import { backoffDelay } from '../../src/platform/retry.js';
+import type { ServedWeights } from './served-weights.js';
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 
@@ -29,8 +30,6 @@ export interface WeightSyncObserver {
 export class WeightSyncer {
   private readonly busy = new Set<string>();
   private readonly notBefore = new Map<string, number>();
-  /** The staged checkpoint folder this process's built-in replicas serve, per model. */
-  private readonly servedPaths = new Map<string, string>();
   private stopped = false;
   private source: Promise<S3CheckpointSource> | undefined;
 
@@ -44,6 +43,8 @@ export class WeightSyncer {
       weightSync: WeightSync;
       queries: WeightsQueries;
       fleet: Fleet;
+      /** What this process's built-in replicas serve: told of the reloads made here. */
+      servedWeights: Pick<ServedWeights, 'servedHere'>;
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       stagingDir: string;
@@ -77,23 +78,6 @@ export class WeightSyncer {
   async stop(): Promise<void> {
     this.stopped = true;
     while (this.busy.size > 0) await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-
-  /**
-   * Replicas whose weights live in this process serve what the last completed reload put on
-   * them: after a restart, and in every process that serves a model when the checkpoint processor
-   * (maybe another process) completes a reload. The staged folder must then be visible to them at
-   * the same path.
-   */
-  async restoreServedWeights(): Promise<void> {
-    for (const row of this.deps.queries.all()) {
-      if (!row.serving_path || this.servedPaths.get(row.model) === row.serving_path) continue;
-      const pool = this.deps.fleet.engineFor(row.model);
-      const inProcess = pool?.replicas.filter((replica) => replica.weightsInProcess) ?? [];
-      if (inProcess.length === 0) continue;
-      for (const replica of inProcess) await replica.reload({ path: row.serving_path, location: row.serving_location ?? row.serving_path });
-      this.servedPaths.set(row.model, row.serving_path);
-    }
   }
 
   private async failAttempt(row: WeightSyncRow, step: 'upload' | 'reload', error: unknown): Promise<void> {
@@ -153,7 +137,7 @@ export class WeightSyncer {
       // a replica finish on the old weights.
       for (const replica of pool.replicas) {
         await replica.reload({ path: staged.path, location: staged.location });
-        if (replica.weightsInProcess) this.servedPaths.set(row.model, staged.path);
+        if (replica.weightsInProcess) this.deps.servedWeights.servedHere(row.model, staged.path);
         await this.deps.weightSync.record(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
       }
       // Ready only once a request through the normal inference path is answered.

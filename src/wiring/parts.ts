@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import { WeightSyncer } from '../../processors/weights/weight-syncer.js';
+import { ServedWeights } from '../../processors/weights/served-weights.js';
 import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
@@ -30,7 +30,7 @@ import type { Adapters } from './adapters.js';
 import { inDataDir } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../observability/metrics.js';
-import { countLineOutcomes, observeFleet, observeReadModels, weightSyncObserver } from './metrics-wiring.js';
+import { countLineOutcomes, observeFleet, observeReadModels } from './metrics-wiring.js';
 
 /** The read models, their queries and the application services: every role but the relay works on them. */
 export interface ApplicationParts {
@@ -54,14 +54,10 @@ export interface ApplicationParts {
 /** The engines, for the roles that call them (the API, the validator, inference, the checkpoint processor). */
 export interface FleetParts {
   readonly fleet: Fleet;
-  readonly weightSyncer: WeightSyncer;
+  /** The weights this process's built-in replicas serve: the last completed reload's, wherever it was completed. */
+  readonly servedWeights: ServedWeights;
   /** Health-checks replicas that were left out, so they come back. */
   startHealthChecks(): void;
-  /**
-   * Built-in replicas go back to the weights of the last completed reload, and follow every
-   * reload the read models see from then on (completed here or in another process).
-   */
-  followReloads(): Promise<void>;
 }
 
 export interface PartsContext {
@@ -132,43 +128,12 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
 }
 
 async function wireFleet(context: PartsContext, application: ApplicationParts): Promise<FleetParts> {
-  const { config, clock, logger, lifecycle } = context;
+  const { config, logger, lifecycle } = context;
   const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(config, logger.child({ component: 'images' }))));
   lifecycle.opened('the fleet', () => fleet.stop());
   observeFleet(context.metrics, fleet);
-  const weightSyncer = new WeightSyncer({
-    weightSync: application.weightSync,
-    queries: application.weightsQueries,
-    fleet,
-    clock,
-    log: logger.child({ component: 'weight-syncer' }),
-    stagingDir: join(config.dataDir, 'staging'),
-    openSource: async () => {
-      const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
-      return new S3CheckpointSource(createS3Client(config.s3));
-    },
-    retryDelayMs: config.weightSyncRetryMs,
-    observer: weightSyncObserver(context.metrics),
-  });
-  lifecycle.opened('the weight syncer', () => weightSyncer.stop());
-  const restore = async () => {
-    try {
-      await weightSyncer.restoreServedWeights();
-    } catch (error) {
-      logger.error({ err: error }, 'could not load the last reloaded weights; serving the checkpoints as they were');
-    }
-  };
-  return {
-    fleet,
-    weightSyncer,
-    startHealthChecks: () => fleet.startHealthChecks(config.engine.cooldownMs || 5000),
-    followReloads: async () => {
-      await restore();
-      application.projector.onApplied((events) => {
-        if (events.some((event) => event.type === 'WeightsReloaded')) void restore();
-      });
-    },
-  };
+  const servedWeights = new ServedWeights({ queries: application.weightsQueries, projector: application.projector, fleet, log: logger });
+  return { fleet, servedWeights, startHealthChecks: () => fleet.startHealthChecks(config.engine.cooldownMs || 5000) };
 }
 
 /** JOBS_FILE's definitions, read before anything is opened: a missing or malformed file is a configuration mistake. */

@@ -14,6 +14,7 @@ import { ChunkOutputParts } from '../../processors/batch/chunk-output-parts.js';
 import { InteractiveLoadListener, InteractiveLoadReporter } from '../../processors/messaging/interactive-load-exchange.js';
 import { WebhookDeliverer } from '../../processors/watches/webhook-deliverer.js';
 import { WorkConsumer } from '../../processors/messaging/work-consumer.js';
+import { WeightSyncer } from '../../processors/weights/weight-syncer.js';
 import { BlobReferences } from '../application/blob-references.js';
 import type { Clock } from '../platform/clock.js';
 import { type Backoff, retryUntil } from '../platform/retry.js';
@@ -23,7 +24,7 @@ import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Tracing } from '../observability/tracing.js';
-import { observeRelay } from './metrics-wiring.js';
+import { observeRelay, weightSyncObserver } from './metrics-wiring.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 
@@ -158,8 +159,25 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       },
     };
   },
-  checkpoint: async ({ parts }) => {
-    const { weightSyncer } = await parts.fleet();
+  checkpoint: async ({ config, clock, logger, parts, lifecycle, metrics }) => {
+    const { weightSync, weightsQueries } = parts.application();
+    const { fleet, servedWeights } = await parts.fleet();
+    const weightSyncer = new WeightSyncer({
+      weightSync,
+      queries: weightsQueries,
+      fleet,
+      servedWeights,
+      clock,
+      log: logger.child({ component: 'weight-syncer' }),
+      stagingDir: join(config.dataDir, 'staging'),
+      openSource: async () => {
+        const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
+        return new S3CheckpointSource(createS3Client(config.s3));
+      },
+      retryDelayMs: config.weightSyncRetryMs,
+      observer: weightSyncObserver(metrics),
+    });
+    lifecycle.opened('the weight syncer', () => weightSyncer.stop());
     return { concurrency: 2, handle: (message) => (message.kind === 'sync-weights' ? weightSyncer.step(message.model) : Promise.resolve()) };
   },
 };
