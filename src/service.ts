@@ -89,7 +89,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
     const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs: options.expiryCheckMs ?? 1000 });
-    const readiness = readinessReport({ roles, config, logger, parts, workers });
+    const readiness = readinessReport({ roles, logger, adapters, parts, workers });
     const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 
@@ -97,7 +97,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const url = await listen(app, config);
     const metricsUrl = config.metricsPort === undefined ? url : await openMetricsServer(metrics, config, config.metricsPort, lifecycle);
     await application?.projector.start();
-    if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, logger);
+    if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, adapters.eventStore, logger);
     workers.startSweepers();
     fleet?.startHealthChecks();
     // The processors act on the read models: they start once those hold the whole log, and the

@@ -296,6 +296,7 @@ class Group {
  * newest `retain` messages; older ones go once every group that consumes the topic has committed them.
  */
 export class EmbeddedMessageLog implements MessageLog {
+  readonly kind = 'embedded';
   readonly description = 'embedded';
   private readonly topics = new Map<string, Partition[]>();
   private readonly groups = new Map<string, Group>();

@@ -36,6 +36,7 @@ const PUBLISH_SLICE = 200;
 
 /** The message log on Apache Kafka, through kafkajs. */
 export class KafkaMessageLog implements MessageLog {
+  readonly kind = 'kafka';
   readonly description: string;
   private readonly kafka: Kafka;
   private producer: Promise<Producer> | undefined;

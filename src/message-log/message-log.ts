@@ -94,6 +94,8 @@ export interface MessageLog {
   /** Joins a consumer group; a group with no committed offset starts at the topic's beginning (see ConsumeOptions.startAt). */
   consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer>;
   readonly description: string;
+  /** Which adapter this is, for /ready and for what only one of them needs (so nothing asks the configuration again). */
+  readonly kind: 'embedded' | 'kafka';
   close(): Promise<void>;
 }
 

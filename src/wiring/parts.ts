@@ -24,6 +24,7 @@ import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config.js';
 import type { JobDefinition } from '../domain/job.js';
 import type { Fleet } from '../engine/fleet.js';
+import type { EventStore } from '../event-store/event-store.js';
 import { openFleet } from '../engine/fleet-config.js';
 import { ExitCode, StartupFailure, asConfigurationFailure } from '../process/startup-failure.js';
 import type { Adapters } from './adapters.js';
@@ -142,13 +143,13 @@ export function readConfiguredJobs(config: Config): JobDefinition[] {
   return jobsFile ? asConfigurationFailure(() => readJobDefinitions(jobsFile)) : [];
 }
 
-/** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */
-export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, logger: Logger): Promise<void> {
+/** JOBS_FILE's jobs, and on the embedded event store the demo job of the quick start. */
+export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, eventStore: Pick<EventStore, 'kind'>, logger: Logger): Promise<void> {
   for (const job of definitions) {
     const reserved = await jobs.reserve(job, { correlationId: 'jobs-file' });
     if (E.isLeft(reserved)) throw new StartupFailure(`JOBS_FILE ${config.jobsFile}, job ${job.job_id}: ${reserved.left.message}`, ExitCode.config);
   }
-  if (!config.eventStoreUrl && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
+  if (eventStore.kind === 'embedded' && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
     const reserved = await jobs.reserve(DEMO_JOB, { correlationId: 'demo-job' });
     if (E.isLeft(reserved)) logger.warn({ reason: reserved.left.message }, 'demo job not reserved');
   }

@@ -69,7 +69,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     // On Kafka any number of inference processors share the inference partitions: each batch is
     // cut into at least one chunk per partition, so that each processor holds its part of it
     // and sharing between jobs, decided in each processor, is fair across the fleet.
-    const spreadOver = config.kafka ? (adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? 1) : 1;
+    const spreadOver = adapters.messageLog.kind === 'kafka' ? (adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? 1) : 1;
     const validator = new BatchValidator({
       eventStore: adapters.eventStore,
       blobStore: adapters.blobStore,
@@ -235,7 +235,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         messageLog,
         schemas,
         // The embedded log starts empty at every start, so the relay starts from the beginning too.
-        checkpoint: config.kafka ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
+        checkpoint: messageLog.kind === 'kafka' ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
         log: logger.child({ component: 'relay' }),
       })
     : undefined;
@@ -265,7 +265,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
       const retried = (step: () => Promise<void>, what: string) =>
         retryUntil(step, { backoff: MESSAGING_BACKOFF, stopped, onFailure: (error, { retryInMs }) => logger.warn({ err: error, retry_in_ms: retryInMs }, `${what} failed; trying again`) });
       // Kafka's topics were made before the start went on; the embedded log's cannot fail.
-      if (!config.kafka) await retried(() => messageLog.ensureTopics(topics), 'creating the topics');
+      if (messageLog.kind === 'embedded') await retried(() => messageLog.ensureTopics(topics), 'creating the topics');
       for (const consumer of consumers) await retried(() => consumer.start(), 'joining a consumer group');
       if (listener) await retried(() => listener.start(), 'joining the interactive load reports');
       if (stopped()) return;
@@ -283,8 +283,8 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
  * engines: the API reports the interactive load it serves, and each inference processor keeps its
  * part of the slots free for it. The embedded default runs both in one scheduler: nothing to say.
  */
-async function wireInteractiveLoad(roles: ReadonlySet<Role>, { config, logger, adapters, parts, lifecycle }: WorkerContext, schemas: MessageSchemas, consumers: readonly WorkConsumer[]) {
-  if (!config.kafka) return { reporter: undefined, listener: undefined };
+async function wireInteractiveLoad(roles: ReadonlySet<Role>, { logger, adapters, parts, lifecycle }: WorkerContext, schemas: MessageSchemas, consumers: readonly WorkConsumer[]) {
+  if (adapters.messageLog.kind !== 'kafka') return { reporter: undefined, listener: undefined };
   const source = `${hostname()}:${process.pid}`;
   const { messageLog, topics } = adapters;
   let reporter: InteractiveLoadReporter | undefined;
