@@ -9,7 +9,7 @@ import { resolveApiKey } from './process/api-key.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { type Clock, systemClock } from './platform/clock.js';
 import type { Config } from './config.js';
-import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
+import type { UploadLimits } from './domain/file.js';
 import type { Fleet } from './engine/fleet.js';
 import type { EventStore } from './event-store/event-store.js';
 import type { MessageLog } from './message-log/message-log.js';
@@ -43,8 +43,6 @@ export interface ServiceOptions {
   readonly announce?: (line: string) => void;
   /** A fleet to use instead of the configured one (embedding, tests). */
   readonly fleet?: Fleet;
-  /** How often processors look at the clock for batches past expires_at. */
-  readonly expiryCheckMs?: number;
 }
 
 export interface RunningService {
@@ -88,9 +86,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const tracing = await openTracing(config, roles, lifecycle, logger);
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
-    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs: options.expiryCheckMs ?? 1000 });
+    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing });
     const readiness = readinessReport({ roles, logger, adapters, parts, workers });
-    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics, tracing });
+    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? config.uploadLimits, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 
     // The HTTP server listens first, so /live and /ready answer while the read models catch up.

@@ -134,7 +134,7 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
   lifecycle.opened('the fleet', () => fleet.stop());
   observeFleet(context.metrics, fleet);
   const servedWeights = new ServedWeights({ queries: application.weightsQueries, projector: application.projector, fleet, log: logger });
-  return { fleet, servedWeights, startHealthChecks: () => fleet.startHealthChecks(config.engine.cooldownMs || 5000) };
+  return { fleet, servedWeights, startHealthChecks: () => fleet.startHealthChecks(config.engine.healthCheckIntervalMs) };
 }
 
 /** JOBS_FILE's definitions, read before anything is opened: a missing or malformed file is a configuration mistake. */

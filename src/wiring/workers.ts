@@ -37,8 +37,6 @@ export interface WorkerContext {
   readonly lifecycle: Lifecycle;
   readonly metrics: Metrics;
   readonly tracing: Tracing;
-  /** How often the finalizer looks at the clock for batches past expires_at. */
-  readonly expiryCheckMs: number;
 }
 
 /** Local disk for files a processor assembles before storing them (work files, output in input order). */
@@ -118,7 +116,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs }) => {
+  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
     const finalizer = new BatchFinalizer({
       batches,
@@ -134,10 +132,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
     });
     // Time is not an event: the finalizers start the expiry of overdue batches.
-    const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
+    const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: config.batchExpiryCheckMs });
     lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());
     // ...and flag batches that, at their current rate, will miss their deadline.
-    const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: expiryCheckMs });
+    const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: config.batchExpiryCheckMs });
     lifecycle.opened('the batch deadline watch', () => deadlineWatch.stop());
     // ...and say in the logs how running batches are getting on.
     const progressLog =
