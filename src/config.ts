@@ -1,5 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { type S3Location, parseS3Url } from './blob-store/s3-location.js';
+import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import { bucketNameProblem } from './engine/images/image-bucket-policy.js';
 import { IMAGE_FETCH_CONCURRENCY, MAX_IMAGE_BYTES } from './engine/images/image-resolver.js';
 
@@ -48,6 +49,8 @@ export interface Config {
     readonly backoffMs: number;
     /** How long a failing replica is left out before it is tried again. */
     readonly cooldownMs: number;
+    /** How often replicas left out are health-checked: every cooldown, or 5 s without one. */
+    readonly healthCheckIntervalMs: number;
   };
   /** s3:// image parts of chat requests. */
   readonly images: {
@@ -66,6 +69,10 @@ export interface Config {
   readonly batchParallelChunks: number;
   /** How often a finalizer processor logs each running batch's progress; 0: never. */
   readonly batchProgressLogSeconds: number;
+  /** How often the finalizers look for batches past expires_at or at risk of it (not read from the environment). */
+  readonly batchExpiryCheckMs: number;
+  /** The largest uploads taken (the domain's limits; not read from the environment). */
+  readonly uploadLimits: UploadLimits;
   /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
   readonly weightSyncRetryMs: number;
   /** The first webhook retry's delay; each next one doubles (at most an hour), for up to 72 hours. */
@@ -87,8 +94,8 @@ export interface HttpTimeouts {
   readonly requestMs: number;
   /** How long an idle keep-alive connection is kept open between requests. */
   readonly keepAliveMs: number;
-  /** How often a quiet event stream sends a comment, so proxies do not close it (default 15 s). */
-  readonly eventStreamHeartbeatMs?: number;
+  /** How often a quiet event stream sends a comment, so proxies do not close it. */
+  readonly eventStreamHeartbeatMs: number;
 }
 
 export interface KafkaConfig {
@@ -106,7 +113,7 @@ export class ConfigError extends Error {
   }
 }
 
-export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = { headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000, eventStreamHeartbeatMs: 15_000 };
+const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = { headersMs: 30_000, idleMs: 30_000, requestMs: 3_600_000, keepAliveMs: 72_000, eventStreamHeartbeatMs: 15_000 };
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -212,7 +219,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     problems.push(`ENGINE_BASE_URL must be an http(s) URL such as http://127.0.0.1:8000/v1, got ${JSON.stringify(engineBaseUrl)}`);
   }
   const engineModels = value('ENGINE_MODELS');
-  const engine = {
+  const engineSettings = {
     baseUrl: engineBaseUrl,
     apiKey: value('ENGINE_API_KEY'),
     models: engineModels === undefined || engineModels === '*' ? ('*' as const) : engineModels.split(',').map((model) => model.trim()).filter(Boolean),
@@ -222,6 +229,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     backoffMs: integer('ENGINE_BACKOFF_MS', 500, 0, 60000),
     cooldownMs: integer('ENGINE_COOLDOWN_MS', 5000, 0, 3_600_000),
   };
+  const engine = { ...engineSettings, healthCheckIntervalMs: engineSettings.cooldownMs || 5000 };
   const imageBucketsRaw = value('IMAGE_BUCKETS');
   const imageBuckets = imageBucketsRaw?.split(',').map((bucket) => bucket.trim()).filter(Boolean);
   if (imageBuckets !== undefined) {
@@ -252,7 +260,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     idleMs: integer('HTTP_IDLE_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.idleMs / 1000, 1, 3600) * 1000,
     requestMs: integer('HTTP_REQUEST_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.requestMs / 1000, 0, 86400) * 1000,
     keepAliveMs: integer('HTTP_KEEP_ALIVE_TIMEOUT_SECONDS', DEFAULT_HTTP_TIMEOUTS.keepAliveMs / 1000, 1, 3600) * 1000,
-    eventStreamHeartbeatMs: integer('HTTP_EVENT_STREAM_HEARTBEAT_SECONDS', (DEFAULT_HTTP_TIMEOUTS.eventStreamHeartbeatMs ?? 15_000) / 1000, 1, 3600) * 1000,
+    eventStreamHeartbeatMs: integer('HTTP_EVENT_STREAM_HEARTBEAT_SECONDS', DEFAULT_HTTP_TIMEOUTS.eventStreamHeartbeatMs / 1000, 1, 3600) * 1000,
   };
   if (http.requestMs !== 0 && http.requestMs < http.headersMs) problems.push('HTTP_REQUEST_TIMEOUT_SECONDS must be 0 (none) or at least HTTP_HEADERS_TIMEOUT_SECONDS');
 
@@ -284,6 +292,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     batchPrefixOrder,
     batchParallelChunks,
     batchProgressLogSeconds,
+    batchExpiryCheckMs: 1000,
+    uploadLimits: DEFAULT_UPLOAD_LIMITS,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
     webhookRetryBaseMs: integer('WEBHOOK_RETRY_BASE_MS', 10_000, 1, 3_600_000),
     startupTimeoutSeconds,

@@ -9,7 +9,7 @@ import { resolveApiKey } from './process/api-key.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { type Clock, systemClock } from './platform/clock.js';
 import type { Config } from './config.js';
-import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
+import type { UploadLimits } from './domain/file.js';
 import type { Fleet } from './engine/fleet.js';
 import type { EventStore } from './event-store/event-store.js';
 import type { MessageLog } from './message-log/message-log.js';
@@ -43,8 +43,6 @@ export interface ServiceOptions {
   readonly announce?: (line: string) => void;
   /** A fleet to use instead of the configured one (embedding, tests). */
   readonly fleet?: Fleet;
-  /** How often processors look at the clock for batches past expires_at. */
-  readonly expiryCheckMs?: number;
 }
 
 export interface RunningService {
@@ -88,23 +86,23 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const tracing = await openTracing(config, roles, lifecycle, logger);
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
-    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs: options.expiryCheckMs ?? 1000 });
-    const readiness = readinessReport({ roles, config, logger, parts, workers });
-    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics, tracing });
+    const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing });
+    const readiness = readinessReport({ roles, logger, adapters, parts, workers });
+    const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? config.uploadLimits, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 
     // The HTTP server listens first, so /live and /ready answer while the read models catch up.
     const url = await listen(app, config);
     const metricsUrl = config.metricsPort === undefined ? url : await openMetricsServer(metrics, config, config.metricsPort, lifecycle);
     await application?.projector.start();
-    if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, logger);
+    if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, adapters.eventStore, logger);
     workers.startSweepers();
     fleet?.startHealthChecks();
     // The processors act on the read models: they start once those hold the whole log, and the
     // built-in replicas go back to the weights of the last reload (/ready says 503 until then).
     void (application?.projector.whenCaughtUp() ?? Promise.resolve()).then(async () => {
       if (lifecycle.stopping) return;
-      await fleet?.followReloads();
+      await fleet?.servedWeights.follow();
       await workers.startMessaging();
     });
     const { eventStore, blobStore, messageLog } = adapters;

@@ -36,6 +36,7 @@ const RULES: readonly Rule[] = [
   { name: 'src/application imports neither src/http nor processors/', from: 'src/application', forbidden: (target) => target.startsWith('src/http/') || target.startsWith('processors/') },
   { name: 'src/http imports no processor', from: 'src/http', forbidden: (target) => target.startsWith('processors/') },
   { name: 'processors/ import nothing of src/http', from: 'processors', forbidden: (target) => target.startsWith('src/http/') },
+  { name: 'src/http imports nothing of src/config.ts: it declares the settings it needs and is handed them', from: 'src/http', forbidden: (target) => target === 'src/config.ts' },
   { name: 'projections/ import no application module', from: 'projections', forbidden: (target) => target.startsWith('src/application/') },
   ...['src/engine', 'src/event-store', 'src/blob-store', 'src/message-log'].map((adapters) => ({
     name: `${adapters} (adapters) import neither the application layer, its drivers nor the read models`,

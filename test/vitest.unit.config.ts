@@ -25,6 +25,7 @@ export default defineConfig({
       'test/chunk-admission.test.ts',
       'test/repeating-task.test.ts',
       'test/heap-policy.test.ts',
+      'test/retry.test.ts',
     ],
     testTimeout: 60_000,
     maxWorkers: 2,

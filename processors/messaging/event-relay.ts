@@ -11,7 +11,8 @@ import {
   positionToString,
 } from '../../src/event-store/event-store.js';
 import { preparePrivateDatabaseFile } from '../../src/platform/private-files.js';
-import { type MessageLog, type OutgoingMessage, nextRetryDelay, partitionFor } from '../../src/message-log/message-log.js';
+import { type MessageLog, type OutgoingMessage, partitionFor } from '../../src/message-log/message-log.js';
+import { type Backoff, backoffDelay } from '../../src/platform/retry.js';
 import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../../src/messages/topics.js';
 
 /** Where the relay has got to in the event log. */
@@ -125,6 +126,8 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
 /** Events gathered before one publish; an adapter that delivers one event at a time is batched up to this. */
 const FLUSH_EVENTS = 500;
 const FLUSH_MS = 20;
+/** While the message log is away, a page is tried again after 0.5 s, then up to every 30 s. */
+const PUBLISH_BACKOFF: Backoff = { firstMs: 500, maxMs: 30_000 };
 
 /**
  * Publishes the event log to the message log: work for the processors and every batch lifecycle
@@ -204,7 +207,7 @@ export class EventRelay {
   private async publish(events: readonly RecordedEvent[]): Promise<void> {
     // After a page that could not be published, no later page may move the checkpoint past it.
     if (this.abandoned) throw new Error('an earlier page was not published');
-    let delay = 500;
+    let failures = 0;
     // The page is published whole before the checkpoint moves; while the message log is away
     // the relay waits and tries again rather than skip anything.
     for (;;) {
@@ -218,9 +221,9 @@ export class EventRelay {
           throw error;
         }
         this.failure = `could not publish: ${error instanceof Error ? error.message : String(error)}`;
+        const delay = backoffDelay(PUBLISH_BACKOFF, ++failures);
         this.deps.log.warn({ err: error, retry_in_ms: delay }, 'relay could not publish; it will try again');
         await this.sleep(delay);
-        delay = nextRetryDelay(delay);
       }
     }
     this.failure = undefined;

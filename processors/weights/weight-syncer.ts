@@ -9,6 +9,8 @@ import type { Fleet } from '../../src/engine/fleet.js';
 import type { ReplicaPool } from '../../src/engine/replica-pool.js';
 import { deterministicUuid } from '../../src/domain/derived-ids.js';
 import type { WeightSyncRow, WeightsQueries } from '../../projections/weights-projection.js';
+import { backoffDelay } from '../../src/platform/retry.js';
+import type { ServedWeights } from './served-weights.js';
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 
@@ -28,8 +30,6 @@ export interface WeightSyncObserver {
 export class WeightSyncer {
   private readonly busy = new Set<string>();
   private readonly notBefore = new Map<string, number>();
-  /** The staged checkpoint folder this process's built-in replicas serve, per model. */
-  private readonly servedPaths = new Map<string, string>();
   private stopped = false;
   private source: Promise<S3CheckpointSource> | undefined;
 
@@ -43,11 +43,13 @@ export class WeightSyncer {
       weightSync: WeightSync;
       queries: WeightsQueries;
       fleet: Fleet;
+      /** What this process's built-in replicas serve: told of the reloads made here. */
+      servedWeights: Pick<ServedWeights, 'servedHere'>;
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       stagingDir: string;
       openSource: () => Promise<S3CheckpointSource>;
-      /** Delay before a failed step's next attempt (doubled each time). */
+      /** Delay before a failed step's next attempt (doubled each time, without a cap: the third fails the sync). */
       retryDelayMs: number;
       /** Told how long each step took and of each failed attempt (for the metrics). */
       observer?: WeightSyncObserver;
@@ -78,28 +80,11 @@ export class WeightSyncer {
     while (this.busy.size > 0) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
-  /**
-   * Replicas whose weights live in this process serve what the last completed reload put on
-   * them: after a restart, and in every process that serves a model when the checkpoint processor
-   * (maybe another process) completes a reload. The staged folder must then be visible to them at
-   * the same path.
-   */
-  async restoreServedWeights(): Promise<void> {
-    for (const row of this.deps.queries.all()) {
-      if (!row.serving_path || this.servedPaths.get(row.model) === row.serving_path) continue;
-      const pool = this.deps.fleet.engineFor(row.model);
-      const inProcess = pool?.replicas.filter((replica) => replica.weightsInProcess) ?? [];
-      if (inProcess.length === 0) continue;
-      for (const replica of inProcess) await replica.reload({ path: row.serving_path, location: row.serving_location ?? row.serving_path });
-      this.servedPaths.set(row.model, row.serving_path);
-    }
-  }
-
   private async failAttempt(row: WeightSyncRow, step: 'upload' | 'reload', error: unknown): Promise<void> {
     const message = error instanceof Error ? error.message : String(error);
     this.deps.log.warn({ model: row.model, step, err: error }, 'weight sync attempt failed');
     this.deps.observer?.attemptFailed(step);
-    this.notBefore.set(row.model, Date.now() + this.deps.retryDelayMs * 2 ** row.attempt);
+    this.notBefore.set(row.model, Date.now() + backoffDelay({ firstMs: this.deps.retryDelayMs }, row.attempt + 1));
     await this.deps.weightSync.record(row.model, { type: 'RecordAttemptFailed', syncId: row.sync_id!, step, error: message, at: this.deps.clock.nowSeconds() }, CORRELATION);
   }
 
@@ -152,7 +137,7 @@ export class WeightSyncer {
       // a replica finish on the old weights.
       for (const replica of pool.replicas) {
         await replica.reload({ path: staged.path, location: staged.location });
-        if (replica.weightsInProcess) this.servedPaths.set(row.model, staged.path);
+        if (replica.weightsInProcess) this.deps.servedWeights.servedHere(row.model, staged.path);
         await this.deps.weightSync.record(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
       }
       // Ready only once a request through the normal inference path is answered.

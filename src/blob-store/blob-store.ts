@@ -29,6 +29,8 @@ export interface BlobStore {
   removeAbandonedWrites(before: Date): Promise<number>;
   /** Where objects live, for logs and /ready. */
   readonly description: string;
+  /** Which adapter this is, for /ready (so nothing asks the configuration again). */
+  readonly kind: 'local' | 's3';
 }
 
 export interface BlobEntry {

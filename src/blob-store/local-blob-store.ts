@@ -25,6 +25,7 @@ async function writeAll(file: FileHandle, bytes: Buffer): Promise<void> {
  * once the stream has ended and been flushed, so a reader never sees half an object.
  */
 export class LocalBlobStore implements BlobStore {
+  readonly kind = 'local';
   readonly description: string;
 
   constructor(private readonly root: string) {

@@ -45,6 +45,7 @@ const MIB = 1024 * 1024;
  * up as a single PutObject. A failed put aborts the multipart upload, so nothing is left behind.
  */
 export class S3BlobStore implements BlobStore {
+  readonly kind = 's3';
   readonly description: string;
 
   constructor(

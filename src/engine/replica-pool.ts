@@ -6,6 +6,7 @@ import type { Replica, ReplicaResponse } from './replica.js';
 import type { ServiceClass } from './scheduling/urgency.js';
 import type { FleetShare } from './scheduling/interactive-headroom.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduling/scheduler.js';
+import { backoffDelay } from '../platform/retry.js';
 
 export interface PoolSettings {
   readonly maxAttempts: number;
@@ -242,8 +243,7 @@ export class ReplicaPool implements InferenceEngine {
         this.dispatch();
       }
       if (attempt < this.settings.maxAttempts) {
-        const backoff = Math.min(10_000, this.settings.backoffMs * 2 ** (attempt - 1));
-        await sleep(retryAfterMs ?? backoff * (0.5 + Math.random() / 2));
+        await sleep(retryAfterMs ?? backoffDelay({ firstMs: this.settings.backoffMs, maxMs: 10_000, jitter: true }, attempt));
       }
     }
     if (lastResponse) return lastResponse;

@@ -50,6 +50,10 @@ export class EventSchemas {
 export class SchemaCheckedEventStore implements EventStore {
   constructor(private readonly inner: EventStore, private readonly schemas: EventSchemas) {}
 
+  get kind(): EventStore['kind'] {
+    return this.inner.kind;
+  }
+
   async appendToStream(streamName: string, events: readonly NewEvent[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult> {
     for (const event of events) this.schemas.check(event);
     return this.inner.appendToStream(streamName, events, options);
@@ -65,6 +69,10 @@ export class SchemaCheckedEventStore implements EventStore {
 /** Reports how long each append takes (for the metrics), whatever its end. */
 export class AppendTimedEventStore implements EventStore {
   constructor(private readonly inner: EventStore, private readonly observe: (seconds: number) => void) {}
+
+  get kind(): EventStore['kind'] {
+    return this.inner.kind;
+  }
 
   async appendToStream(streamName: string, events: readonly NewEvent[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult> {
     const startedAt = performance.now();

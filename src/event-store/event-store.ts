@@ -72,6 +72,8 @@ export interface Subscription {
 export type EventBatchHandler = (events: readonly RecordedEvent[]) => Promise<void> | void;
 
 export interface EventStore {
+  /** Which adapter this is, for /ready and for what only one of them needs (so nothing asks the configuration again). */
+  readonly kind: 'embedded' | 'eventstoredb';
   appendToStream(
     streamName: string,
     events: readonly NewEvent[],

@@ -38,6 +38,7 @@ const IDEMPOTENCY_WINDOW = 1000;
 
 /** The production event store: EventStoreDB or KurrentDB over gRPC (@eventstore/db-client). */
 export class EventStoreDbEventStore implements EventStore {
+  readonly kind = 'eventstoredb';
   private readonly client: EventStoreDBClient;
   private readonly subscriptions = new Set<Subscription>();
 

@@ -49,6 +49,7 @@ const PAGE_CACHE_KIB = 2048;
  * position a gap-free commit order, also when several processes share the file.
  */
 export class SqliteEventStore implements EventStore {
+  readonly kind = 'embedded';
   private readonly db: Database.Database;
   private readonly appended = new EventEmitter();
   private readonly subscriptions = new Set<Subscription>();

@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
-import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from '../config.js';
 import { notFound } from './api-error.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
 import { MAX_PATH_PARAMETER_LENGTH, answerClientError, answerFrameworkError, answerUnmetExpectation, installErrorHandling } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
 import { DOCS_PAGE } from './docs-page.js';
+import type { HttpTimeouts } from './http-settings.js';
 import { OpenApiDocument } from './openapi.js';
 import { installRequestChecks } from './request-checks.js';
 import { compileRequestValidator } from './request-validation.js';
@@ -27,7 +27,7 @@ export const SERVICE_VERSION = '0.1.0';
 export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps, WebhookRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
-  readonly timeouts?: HttpTimeouts;
+  readonly timeouts: HttpTimeouts;
   /** Hooks and routes the process adds (its metrics), after the error handling and before the routes. */
   readonly installBeforeRoutes?: (app: FastifyInstance) => void;
 }
@@ -63,7 +63,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
-    ...serverOptions(deps.timeouts ?? DEFAULT_HTTP_TIMEOUTS),
+    ...serverOptions(deps.timeouts),
   });
   limitIdleClients(app.server);
   app.setValidatorCompiler(compileRequestValidator);
@@ -124,12 +124,12 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
 }
 
 /** A processor's HTTP server: only /live, /ready and /openapi.json, for health probes. */
-export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger; readonly timeouts?: HttpTimeouts; readonly installBeforeRoutes?: (app: FastifyInstance) => void }): Promise<FastifyInstance> {
+export async function buildHealthApp(deps: SystemRouteDeps & { readonly logger: Logger; readonly timeouts: HttpTimeouts; readonly installBeforeRoutes?: (app: FastifyInstance) => void }): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     disableRequestLogging: true,
     return503OnClosing: true,
-    ...serverOptions(deps.timeouts ?? DEFAULT_HTTP_TIMEOUTS),
+    ...serverOptions(deps.timeouts),
   });
   limitIdleClients(app.server);
   answerUnmetExpectation(app);

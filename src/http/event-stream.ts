@@ -1,8 +1,5 @@
 import type { FastifyReply } from 'fastify';
 
-/** A comment this often keeps proxies and load balancers from closing a quiet stream. */
-export const HEARTBEAT_MS = 15_000;
-
 export interface EventStreamMessage {
   readonly id: string;
   readonly event: string;
@@ -18,7 +15,8 @@ export class EventStreamResponse {
   private readonly ending = new AbortController();
   private readonly heartbeat: NodeJS.Timeout;
 
-  constructor(private readonly reply: FastifyReply, heartbeatMs = HEARTBEAT_MS) {
+  /** A comment every `heartbeatMs` keeps proxies and load balancers from closing a quiet stream. */
+  constructor(private readonly reply: FastifyReply, heartbeatMs: number) {
     reply.hijack();
     const raw = reply.raw;
     raw.writeHead(200, {

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
-import type { HttpTimeouts } from '../config.js';
+import type { HttpTimeouts } from './http-settings.js';
 
 /** The limits checked this often at least: a short limit (in tests, say) is applied promptly. */
 const CHECK_EVERY_MS = 30_000;

@@ -6,7 +6,7 @@ import {
   type MessageLog,
   type OutgoingMessage,
   type TopicSpec,
-  nextRetryDelay,
+  handlerRetryDelay,
   partitionOf,
 } from './message-log.js';
 
@@ -211,7 +211,7 @@ class PartitionWorker {
 
   /** Runs the handler until it succeeds; false if the member left or lost the partition meanwhile. */
   private async handle(message: DeliveredMessage): Promise<boolean> {
-    let delay = this.member.options.retryDelayMs ?? 500;
+    let failures = 0;
     for (;;) {
       try {
         await this.member.handler(message);
@@ -219,8 +219,7 @@ class PartitionWorker {
       } catch (error) {
         this.member.options.onError?.(error, message);
         if (!this.active) return false;
-        await new Promise((resolve) => setTimeout(resolve, delay));
-        delay = nextRetryDelay(delay);
+        await new Promise((resolve) => setTimeout(resolve, handlerRetryDelay(this.member.options, ++failures)));
         if (!this.active) return false;
       }
     }
@@ -297,6 +296,7 @@ class Group {
  * newest `retain` messages; older ones go once every group that consumes the topic has committed them.
  */
 export class EmbeddedMessageLog implements MessageLog {
+  readonly kind = 'embedded';
   readonly description = 'embedded';
   private readonly topics = new Map<string, Partition[]>();
   private readonly groups = new Map<string, Group>();

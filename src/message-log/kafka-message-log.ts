@@ -8,7 +8,7 @@ import {
   type MessageLog,
   type OutgoingMessage,
   type TopicSpec,
-  nextRetryDelay,
+  handlerRetryDelay,
 } from './message-log.js';
 import { quietKafkajsNegativeTimeouts } from './kafkajs-timer-warning.js';
 import { PartitionWindow } from './partition-window.js';
@@ -36,6 +36,7 @@ const PUBLISH_SLICE = 200;
 
 /** The message log on Apache Kafka, through kafkajs. */
 export class KafkaMessageLog implements MessageLog {
+  readonly kind = 'kafka';
   readonly description: string;
   private readonly kafka: Kafka;
   private producer: Promise<Producer> | undefined;
@@ -338,7 +339,7 @@ class KafkaGroupMember implements Consumer {
 
   /** Runs the handler until it succeeds; false if the member left meanwhile. */
   private async handle(message: DeliveredMessage): Promise<boolean> {
-    let delay = this.options.retryDelayMs ?? 500;
+    let failures = 0;
     for (;;) {
       try {
         const outcome = await Promise.race([this.handler(message).then(() => 'done' as const), this.abandonment.then(() => 'abandoned' as const)]);
@@ -346,8 +347,7 @@ class KafkaGroupMember implements Consumer {
       } catch (error) {
         this.options.onError?.(error, message);
         if (this.stopping || this.abandoned) return false;
-        await new Promise((resolve) => setTimeout(resolve, delay));
-        delay = nextRetryDelay(delay);
+        await new Promise((resolve) => setTimeout(resolve, handlerRetryDelay(this.options, ++failures)));
         if (this.stopping || this.abandoned) return false;
       }
     }

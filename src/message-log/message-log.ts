@@ -1,6 +1,8 @@
 // The message log port. Both adapters (the embedded in-process log, Kafka through kafkajs) implement
 // it and are held to it by one contract suite (test/support/message-log-contract.ts).
 
+import { backoffDelay } from '../platform/retry.js';
+
 export interface OutgoingMessage {
   /** Messages with the same key go to the same partition, so they are delivered in order. */
   readonly key: string;
@@ -92,6 +94,8 @@ export interface MessageLog {
   /** Joins a consumer group; a group with no committed offset starts at the topic's beginning (see ConsumeOptions.startAt). */
   consume(options: ConsumeOptions, handler: MessageHandler): Promise<Consumer>;
   readonly description: string;
+  /** Which adapter this is, for /ready and for what only one of them needs (so nothing asks the configuration again). */
+  readonly kind: 'embedded' | 'kafka';
   close(): Promise<void>;
 }
 
@@ -110,4 +114,5 @@ export function partitionOf(message: OutgoingMessage, partitions: number): numbe
   return message.spread !== undefined ? message.spread % partitions : partitionFor(message.key, partitions);
 }
 
-export const nextRetryDelay = (previous: number): number => Math.min(previous * 2, 30_000);
+/** The wait before a failed handler's next try (`failures` in a row): retryDelayMs (default 500), doubled up to 30 s. */
+export const handlerRetryDelay = (options: Pick<ConsumeOptions, 'retryDelayMs'>, failures: number): number => backoffDelay({ firstMs: options.retryDelayMs ?? 500, maxMs: 30_000 }, failures);

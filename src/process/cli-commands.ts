@@ -29,7 +29,7 @@ const STOP_PROGRESS_MS = 2000;
 
 async function run(roles: readonly Role[] | undefined): Promise<void> {
   const config = loadConfig();
-  // A service runs for as long as its batches do: its heap is held to a few times its live data.
+  // A service runs for as long as its batches do: its old generation grows by half its live data at most.
   applyHeapPolicy();
   // A signal during the start ends the process at once: there is nothing to finish yet.
   const exitAtOnce = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? ExitCode.interrupted : ExitCode.terminated);

@@ -13,11 +13,12 @@ export const MALLOC_ARENA_MAX = '1';
 
 /**
  * The young generation's semi-space of a long-running process, in MiB (V8 sizes it at start
- * only, for every isolate of the process). The heap policy's hold of it at run time
- * (heap-policy.ts) lets it double past its limit before the hold takes: the main isolate held 16
- * MiB of young generation through a batch. At 2 MiB a 50,000-line batch peaked 8–13 MiB lower;
- * the cost is more young collections, about 7% of the lines per second when the upstream answers
- * at once and nothing measurable against a 100 ms one (bench/FINDINGS.md, memory).
+ * only, for every isolate of the process, so it is set by starting over, never at run time: held
+ * through V8's growth factor after each collection instead, it doubled past its limit before the
+ * hold took, and the main isolate kept 16 MiB of young generation through a batch). At 2 MiB a
+ * 50,000-line batch peaked 8–13 MiB lower; the cost is more young collections, about 7% of the
+ * lines per second when the upstream answers at once and nothing measurable against a 100 ms one
+ * (bench/FINDINGS.md, memory).
  */
 export const SEMI_SPACE_MIB = 2;
 
@@ -57,7 +58,7 @@ export function startOverWith(
 /**
  * Replaces this process (same pid, arguments and node flags) with one under the limits, where
  * needed; returns when none is, or when the exec failed (the process then runs on with glibc's
- * and V8's defaults, and the heap policy's hold).
+ * and V8's defaults).
  */
 export function startUnderProcessLimits(): void {
   const restart = startOverWith(process.argv.slice(2), process.env, nodeFlagsOfThisProcess(), process.platform, typeof process.execve === 'function');

@@ -1,5 +1,9 @@
 import type { Logger } from 'pino';
+import { type Backoff, retryUntil } from '../platform/retry.js';
 import { ExitCode, StartupFailure, oneLine } from './startup-failure.js';
+
+/** A dependency the start waits for is asked again soon at first, then at most every 5 s. */
+const STARTUP_BACKOFF: Backoff = { firstMs: 250, maxMs: 5_000 };
 
 export interface StartupDeadline {
   /** Milliseconds since the epoch after which a dependency that is still away fails the start. */
@@ -18,30 +22,32 @@ export async function reachBeforeDeadline(
   options: { dependency: string; variable: string; deadline: StartupDeadline; logger: Pick<Logger, 'warn'>; stopped?: () => boolean },
 ): Promise<void> {
   const { dependency, variable, deadline, logger } = options;
-  let delay = 250;
   let lastError: unknown;
-  for (let tries = 1; ; tries++) {
-    if (options.stopped?.()) return;
-    const left = deadline.at - Date.now();
-    if (left <= 0) break;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        attempt(),
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${Math.ceil(left / 1000)} s`)), left);
-        }),
-      ]);
-      return;
-    } catch (error) {
-      lastError = error;
-      const wait = Math.min(delay, Math.max(0, deadline.at - Date.now()));
-      logger.warn({ dependency, attempt: tries, retry_in_ms: wait, cause: oneLine(error) }, `${dependency} unreachable; retrying`);
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      delay = Math.min(delay * 2, 5_000);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+  const reached = await retryUntil(
+    async () => {
+      const left = deadline.at - Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          attempt(),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`no answer within ${Math.ceil(left / 1000)} s`)), left);
+          }),
+        ]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    {
+      backoff: STARTUP_BACKOFF,
+      deadline: deadline.at,
+      ...(options.stopped ? { stopped: options.stopped } : {}),
+      onFailure: (error, { attempt: tries, retryInMs }) => {
+        lastError = error;
+        logger.warn({ dependency, attempt: tries, retry_in_ms: retryInMs, cause: oneLine(error) }, `${dependency} unreachable; retrying`);
+      },
+    },
+  );
+  if (reached || options.stopped?.()) return;
   throw new StartupFailure(`${variable}: the ${dependency} could not be reached within ${deadline.setting}: ${oneLine(lastError)}`, ExitCode.unavailable, { cause: lastError });
 }

@@ -61,15 +61,15 @@ export async function openAdapters(context: { config: Config; logger: Logger; li
   const appendDuration = context.metrics?.eventStoreAppendDuration;
   const eventStore = appendDuration ? new AppendTimedEventStore(opened, (seconds) => appendDuration.observe(seconds)) : opened;
   lifecycle.opened('the event store', () => eventStore.close());
-  if (config.eventStoreUrl && !context.eventStore) {
+  if (eventStore.kind === 'eventstoredb' && !context.eventStore) {
     await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });
   }
   const blobStore = await openBlobStore(config);
   const messageLog = await openMessageLog(config, logger);
   lifecycle.opened('the message log', () => messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly')));
   const topics = config.kafka ? spoolTopics(config.kafka.partitions) : spoolTopics(4, config.batchParallelChunks);
-  if (config.kafka) {
-    await reachBeforeDeadline(() => messageLog.ensureTopics(topics), { dependency: 'Kafka cluster', variable: `KAFKA_BROKERS (${config.kafka.brokers.join(',')})`, deadline, logger });
+  if (messageLog.kind === 'kafka') {
+    await reachBeforeDeadline(() => messageLog.ensureTopics(topics), { dependency: 'Kafka cluster', variable: `KAFKA_BROKERS (${config.kafka?.brokers.join(',')})`, deadline, logger });
   }
   return { eventStore, blobStore, messageLog, topics };
 }

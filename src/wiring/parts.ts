@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import { WeightSyncer } from '../../processors/weights/weight-syncer.js';
+import { ServedWeights } from '../../processors/weights/served-weights.js';
 import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
@@ -24,13 +24,14 @@ import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config.js';
 import type { JobDefinition } from '../domain/job.js';
 import type { Fleet } from '../engine/fleet.js';
+import type { EventStore } from '../event-store/event-store.js';
 import { openFleet } from '../engine/fleet-config.js';
 import { ExitCode, StartupFailure, asConfigurationFailure } from '../process/startup-failure.js';
 import type { Adapters } from './adapters.js';
 import { inDataDir } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../observability/metrics.js';
-import { countLineOutcomes, observeFleet, observeReadModels, weightSyncObserver } from './metrics-wiring.js';
+import { countLineOutcomes, observeFleet, observeReadModels } from './metrics-wiring.js';
 
 /** The read models, their queries and the application services: every role but the relay works on them. */
 export interface ApplicationParts {
@@ -54,14 +55,10 @@ export interface ApplicationParts {
 /** The engines, for the roles that call them (the API, the validator, inference, the checkpoint processor). */
 export interface FleetParts {
   readonly fleet: Fleet;
-  readonly weightSyncer: WeightSyncer;
+  /** The weights this process's built-in replicas serve: the last completed reload's, wherever it was completed. */
+  readonly servedWeights: ServedWeights;
   /** Health-checks replicas that were left out, so they come back. */
   startHealthChecks(): void;
-  /**
-   * Built-in replicas go back to the weights of the last completed reload, and follow every
-   * reload the read models see from then on (completed here or in another process).
-   */
-  followReloads(): Promise<void>;
 }
 
 export interface PartsContext {
@@ -132,43 +129,12 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
 }
 
 async function wireFleet(context: PartsContext, application: ApplicationParts): Promise<FleetParts> {
-  const { config, clock, logger, lifecycle } = context;
+  const { config, logger, lifecycle } = context;
   const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(config, logger.child({ component: 'images' }))));
   lifecycle.opened('the fleet', () => fleet.stop());
   observeFleet(context.metrics, fleet);
-  const weightSyncer = new WeightSyncer({
-    weightSync: application.weightSync,
-    queries: application.weightsQueries,
-    fleet,
-    clock,
-    log: logger.child({ component: 'weight-syncer' }),
-    stagingDir: join(config.dataDir, 'staging'),
-    openSource: async () => {
-      const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
-      return new S3CheckpointSource(createS3Client(config.s3));
-    },
-    retryDelayMs: config.weightSyncRetryMs,
-    observer: weightSyncObserver(context.metrics),
-  });
-  lifecycle.opened('the weight syncer', () => weightSyncer.stop());
-  const restore = async () => {
-    try {
-      await weightSyncer.restoreServedWeights();
-    } catch (error) {
-      logger.error({ err: error }, 'could not load the last reloaded weights; serving the checkpoints as they were');
-    }
-  };
-  return {
-    fleet,
-    weightSyncer,
-    startHealthChecks: () => fleet.startHealthChecks(config.engine.cooldownMs || 5000),
-    followReloads: async () => {
-      await restore();
-      application.projector.onApplied((events) => {
-        if (events.some((event) => event.type === 'WeightsReloaded')) void restore();
-      });
-    },
-  };
+  const servedWeights = new ServedWeights({ queries: application.weightsQueries, projector: application.projector, fleet, log: logger });
+  return { fleet, servedWeights, startHealthChecks: () => fleet.startHealthChecks(config.engine.healthCheckIntervalMs) };
 }
 
 /** JOBS_FILE's definitions, read before anything is opened: a missing or malformed file is a configuration mistake. */
@@ -177,13 +143,13 @@ export function readConfiguredJobs(config: Config): JobDefinition[] {
   return jobsFile ? asConfigurationFailure(() => readJobDefinitions(jobsFile)) : [];
 }
 
-/** JOBS_FILE's jobs, and on the embedded default the demo job of the quick start. */
-export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, logger: Logger): Promise<void> {
+/** JOBS_FILE's jobs, and on the embedded event store the demo job of the quick start. */
+export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, eventStore: Pick<EventStore, 'kind'>, logger: Logger): Promise<void> {
   for (const job of definitions) {
     const reserved = await jobs.reserve(job, { correlationId: 'jobs-file' });
     if (E.isLeft(reserved)) throw new StartupFailure(`JOBS_FILE ${config.jobsFile}, job ${job.job_id}: ${reserved.left.message}`, ExitCode.config);
   }
-  if (!config.eventStoreUrl && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
+  if (eventStore.kind === 'embedded' && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
     const reserved = await jobs.reserve(DEMO_JOB, { correlationId: 'demo-job' });
     if (E.isLeft(reserved)) logger.warn({ reason: reserved.left.message }, 'demo job not reserved');
   }

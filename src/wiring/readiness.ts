@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
 import { SERVICE_VERSION } from '../http/app.js';
 import type { ReadinessReport } from '../http/routes/system.js';
+import type { Adapters } from './adapters.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 import type { Workers } from './workers.js';
@@ -12,8 +12,8 @@ import type { Workers } from './workers.js';
  * the relay or the processors are away, or while a model has no healthy replica). Each change of
  * the report is logged once, with its internal causes.
  */
-export function readinessReport(context: { roles: ReadonlySet<Role>; config: Config; logger: Logger; parts: ProcessParts; workers: Workers }): () => ReadinessReport {
-  const { roles, config, logger, parts, workers } = context;
+export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Logger; adapters: Adapters; parts: ProcessParts; workers: Workers }): () => ReadinessReport {
+  const { roles, logger, adapters, parts, workers } = context;
   let lastReported = '';
   return () => {
     const { consumers, relay } = workers;
@@ -23,9 +23,9 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; config: Con
     const details = {
       version: SERVICE_VERSION,
       roles: [...roles],
-      event_store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',
-      blob_store: config.blobStore ? 's3' : 'local',
-      message_log: config.kafka ? 'kafka' : 'embedded',
+      event_store: adapters.eventStore.kind,
+      blob_store: adapters.blobStore.kind,
+      message_log: adapters.messageLog.kind,
       projections: { position: projections?.position ?? null },
       // On Kafka, the partitions of its work topic the consumer holds now (a group still settling shows it).
       ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled, ...partitionsOf(consumer) }])) } : {}),

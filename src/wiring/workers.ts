@@ -14,15 +14,17 @@ import { ChunkOutputParts } from '../../processors/batch/chunk-output-parts.js';
 import { InteractiveLoadListener, InteractiveLoadReporter } from '../../processors/messaging/interactive-load-exchange.js';
 import { WebhookDeliverer } from '../../processors/watches/webhook-deliverer.js';
 import { WorkConsumer } from '../../processors/messaging/work-consumer.js';
+import { WeightSyncer } from '../../processors/weights/weight-syncer.js';
 import { BlobReferences } from '../application/blob-references.js';
 import type { Clock } from '../platform/clock.js';
+import { type Backoff, retryUntil } from '../platform/retry.js';
 import type { Config } from '../config.js';
 import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../messages/topics.js';
 import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Tracing } from '../observability/tracing.js';
-import { observeRelay } from './metrics-wiring.js';
+import { observeRelay, weightSyncObserver } from './metrics-wiring.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 
@@ -35,8 +37,6 @@ export interface WorkerContext {
   readonly lifecycle: Lifecycle;
   readonly metrics: Metrics;
   readonly tracing: Tracing;
-  /** How often the finalizer looks at the clock for batches past expires_at. */
-  readonly expiryCheckMs: number;
 }
 
 /** Local disk for files a processor assembles before storing them (work files, output in input order). */
@@ -44,6 +44,9 @@ const scratchDirOf = (config: Config) => join(config.dataDir, 'scratch');
 
 /** Chunk messages an inference processor holds per partition, beyond those it runs. */
 const HELD_CHUNKS_PER_PARTITION = 32;
+
+/** Joining the message log once the process serves: no deadline, so the wait grows to 10 s. */
+const MESSAGING_BACKOFF: Backoff = { firstMs: 500, maxMs: 10_000 };
 
 /** One processor kind as its consumer runs it. */
 interface Processor {
@@ -64,7 +67,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     // On Kafka any number of inference processors share the inference partitions: each batch is
     // cut into at least one chunk per partition, so that each processor holds its part of it
     // and sharing between jobs, decided in each processor, is fair across the fleet.
-    const spreadOver = config.kafka ? (adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? 1) : 1;
+    const spreadOver = adapters.messageLog.kind === 'kafka' ? (adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? 1) : 1;
     const validator = new BatchValidator({
       eventStore: adapters.eventStore,
       blobStore: adapters.blobStore,
@@ -113,7 +116,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs }) => {
+  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
     const finalizer = new BatchFinalizer({
       batches,
@@ -129,10 +132,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
     });
     // Time is not an event: the finalizers start the expiry of overdue batches.
-    const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: expiryCheckMs });
+    const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: config.batchExpiryCheckMs });
     lifecycle.opened('the batch expiry watch', () => expiryWatch.stop());
     // ...and flag batches that, at their current rate, will miss their deadline.
-    const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: expiryCheckMs });
+    const deadlineWatch = new BatchDeadlineWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-deadline' }), intervalMs: config.batchExpiryCheckMs });
     lifecycle.opened('the batch deadline watch', () => deadlineWatch.stop());
     // ...and say in the logs how running batches are getting on.
     const progressLog =
@@ -154,8 +157,25 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       },
     };
   },
-  checkpoint: async ({ parts }) => {
-    const { weightSyncer } = await parts.fleet();
+  checkpoint: async ({ config, clock, logger, parts, lifecycle, metrics }) => {
+    const { weightSync, weightsQueries } = parts.application();
+    const { fleet, servedWeights } = await parts.fleet();
+    const weightSyncer = new WeightSyncer({
+      weightSync,
+      queries: weightsQueries,
+      fleet,
+      servedWeights,
+      clock,
+      log: logger.child({ component: 'weight-syncer' }),
+      stagingDir: join(config.dataDir, 'staging'),
+      openSource: async () => {
+        const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
+        return new S3CheckpointSource(createS3Client(config.s3));
+      },
+      retryDelayMs: config.weightSyncRetryMs,
+      observer: weightSyncObserver(metrics),
+    });
+    lifecycle.opened('the weight syncer', () => weightSyncer.stop());
     return { concurrency: 2, handle: (message) => (message.kind === 'sync-weights' ? weightSyncer.step(message.model) : Promise.resolve()) };
   },
 };
@@ -213,7 +233,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         messageLog,
         schemas,
         // The embedded log starts empty at every start, so the relay starts from the beginning too.
-        checkpoint: config.kafka ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
+        checkpoint: messageLog.kind === 'kafka' ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
         log: logger.child({ component: 'relay' }),
       })
     : undefined;
@@ -239,10 +259,13 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
     },
     startMessaging: async () => {
       const stopped = () => lifecycle.stopping;
+      // Tries a step until it succeeds (a broker may still be starting) or the process stops.
+      const retried = (step: () => Promise<void>, what: string) =>
+        retryUntil(step, { backoff: MESSAGING_BACKOFF, stopped, onFailure: (error, { retryInMs }) => logger.warn({ err: error, retry_in_ms: retryInMs }, `${what} failed; trying again`) });
       // Kafka's topics were made before the start went on; the embedded log's cannot fail.
-      if (!config.kafka) await retryUntil(() => messageLog.ensureTopics(topics), stopped, logger, 'creating the topics');
-      for (const consumer of consumers) await retryUntil(() => consumer.start(), stopped, logger, 'joining a consumer group');
-      if (listener) await retryUntil(() => listener.start(), stopped, logger, 'joining the interactive load reports');
+      if (messageLog.kind === 'embedded') await retried(() => messageLog.ensureTopics(topics), 'creating the topics');
+      for (const consumer of consumers) await retried(() => consumer.start(), 'joining a consumer group');
+      if (listener) await retried(() => listener.start(), 'joining the interactive load reports');
       if (stopped()) return;
       relay?.start();
       reporter?.start();
@@ -258,8 +281,8 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
  * engines: the API reports the interactive load it serves, and each inference processor keeps its
  * part of the slots free for it. The embedded default runs both in one scheduler: nothing to say.
  */
-async function wireInteractiveLoad(roles: ReadonlySet<Role>, { config, logger, adapters, parts, lifecycle }: WorkerContext, schemas: MessageSchemas, consumers: readonly WorkConsumer[]) {
-  if (!config.kafka) return { reporter: undefined, listener: undefined };
+async function wireInteractiveLoad(roles: ReadonlySet<Role>, { logger, adapters, parts, lifecycle }: WorkerContext, schemas: MessageSchemas, consumers: readonly WorkConsumer[]) {
+  if (adapters.messageLog.kind !== 'kafka') return { reporter: undefined, listener: undefined };
   const source = `${hostname()}:${process.pid}`;
   const { messageLog, topics } = adapters;
   let reporter: InteractiveLoadReporter | undefined;
@@ -306,20 +329,4 @@ function wireSweepers({ config, clock, logger, adapters, parts, lifecycle }: Wor
   );
   lifecycle.opened('the blob debris sweeper', () => debrisSweeper.stop());
   return { sweeper, debrisSweeper };
-}
-
-/** Tries a start-up step until it succeeds (a broker may still be starting) or the process stops. */
-async function retryUntil(step: () => Promise<void>, stopped: () => boolean, logger: Logger, what: string): Promise<void> {
-  let delay = 500;
-  for (;;) {
-    if (stopped()) return;
-    try {
-      await step();
-      return;
-    } catch (error) {
-      logger.warn({ err: error, retry_in_ms: delay }, `${what} failed; trying again`);
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      delay = Math.min(delay * 2, 10_000);
-    }
-  }
 }

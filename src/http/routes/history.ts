@@ -5,14 +5,14 @@ import { FINAL_STATUSES, isBatchEventType, statusAfter } from '../../domain/batc
 import { positionToString } from '../../event-store/event-store.js';
 import type { RecordedEvent } from '../../event-store/event-store.js';
 import { invalidRequest, notFound } from '../api-error.js';
-import type { HttpTimeouts } from '../../config.js';
+import type { HttpTimeouts } from '../http-settings.js';
 import { httpSchema } from '../../platform/schemas.js';
 import { EventStreamResponse } from '../event-stream.js';
 
 export interface HistoryRouteDeps {
   readonly history: HistoryQueries;
   readonly historyFeed: HistoryFeed;
-  readonly timeouts?: Pick<HttpTimeouts, 'eventStreamHeartbeatMs'>;
+  readonly timeouts: Pick<HttpTimeouts, 'eventStreamHeartbeatMs'>;
 }
 
 function withoutSecret(data: Record<string, unknown>): Record<string, unknown> {
@@ -94,7 +94,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
         ? invalidRequest(`No event with id ${cursor} (Last-Event-ID) in this history to resume after`, 'Last-Event-ID')
         : invalidRequest(`No event with id ${cursor} in this history to list after`, 'after');
     }
-    const stream = new EventStreamResponse(reply, deps.timeouts?.eventStreamHeartbeatMs);
+    const stream = new EventStreamResponse(reply, deps.timeouts.eventStreamHeartbeatMs);
     open.add(stream);
     try {
       for await (const events of deps.historyFeed.follow(subject, cursor, stream.closed)) {
