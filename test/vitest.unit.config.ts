@@ -20,6 +20,7 @@ export default defineConfig({
       'test/interactive-headroom.test.ts',
       'test/engine-load-metrics.test.ts',
       'test/engine-priority.test.ts',
+      'test/engine-kinds.test.ts',
       'test/chunk-admission.test.ts',
       'test/repeating-task.test.ts',
       'test/heap-policy.test.ts',

@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
+import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, type HttpEngineKindName, type ReplicaKind } from './engine-kinds.js';
 import { Fleet } from './fleet.js';
 import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
 import { BuiltinReplica, type Replica, sharedWeights } from './replica.js';
@@ -17,7 +18,8 @@ import { readJsonFile } from '../platform/schemas.js';
 export const DEFAULT_MODEL = 'spool-tiny';
 
 export interface ReplicaSpec {
-  readonly kind: 'builtin' | 'vllm' | 'sglang' | 'openai';
+  /** A name in engine-kinds.ts. */
+  readonly kind: ReplicaKind;
   /** builtin: a checkpoint folder; default DATA_DIR/checkpoints/<model>, generated if missing. */
   readonly checkpoint?: string;
   /** vllm, sglang, openai: the server's OpenAI base URL, e.g. http://10.0.0.5:8000/v1. */
@@ -95,7 +97,7 @@ function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: 
  * adds an OpenAI-compatible server for the models it lists (every other model when `*`).
  */
 export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Promise<Fleet> {
-  const spec: FleetSpec = config.fleetFile ? readFleetSpec(config.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: 'builtin' }] } } };
+  const spec: FleetSpec = config.fleetFile ? readFleetSpec(config.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: BUILTIN_KIND }] } } };
   const settings = { maxAttempts: config.engine.maxAttempts, backoffMs: config.engine.backoffMs, cooldownMs: config.engine.cooldownMs };
   const images = new ImageResolver(
     async (region) => (await import('../blob-store/s3-blob-store.js')).createS3Client({ ...config.s3, region }),
@@ -109,14 +111,14 @@ export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Pro
     },
     log,
   );
-  const http = (id: string, kind: 'vllm' | 'sglang' | 'openai', baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
+  const http = (id: string, kind: HttpEngineKindName, baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}), ...extra });
 
   const pools = new Map<string, ReplicaPool>();
   for (const [model, { replicas }] of Object.entries(spec.models)) {
     const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
       const id = `${model}/${index}`;
-      if (replica.kind === 'builtin') {
+      if (replica.kind === BUILTIN_KIND) {
         const explicit = replica.checkpoint !== undefined;
         const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(config.dataDir, 'checkpoints', model);
         // Replicas on one folder share its (read-only) weights; each replica swaps on its own.
@@ -137,7 +139,7 @@ export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Pro
   let fallback: ReplicaPool | undefined;
   const { baseUrl, models } = config.engine;
   if (baseUrl) {
-    const member = () => ({ replica: http(`${baseUrl}`, 'openai', baseUrl, config.engine.apiKey, config.engine.timeoutMs), concurrency: config.engine.concurrency });
+    const member = () => ({ replica: http(`${baseUrl}`, ENGINE_BASE_URL_KIND, baseUrl, config.engine.apiKey, config.engine.timeoutMs), concurrency: config.engine.concurrency });
     if (models === '*') fallback = new ReplicaPool('*', [member()], settings, images);
     else {
       // One server, one pool: its concurrency limit holds across the models it serves.
