@@ -100,7 +100,7 @@ export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Pro
   const spec: FleetSpec = config.fleetFile ? readFleetSpec(config.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: BUILTIN_KIND }] } } };
   const settings = { maxAttempts: config.engine.maxAttempts, backoffMs: config.engine.backoffMs, cooldownMs: config.engine.cooldownMs };
   const images = new ImageResolver(
-    async (region) => (await import('../blob-store/s3-blob-store.js')).createS3Client({ ...config.s3, region }),
+    async (region) => (await import('../platform/s3-client.js')).createS3Client({ ...config.s3, region }),
     config.s3.region ?? 'us-east-1',
     {
       ...(config.images.buckets ? { allowed: new Set(config.images.buckets) } : {}),
