@@ -17,6 +17,7 @@ export default defineConfig({
       // The fleet scheduler's pure modules and the processors' timer.
       'test/scheduler.test.ts',
       'test/adaptive-concurrency.test.ts',
+      'test/adaptive-concurrency-probes.test.ts',
       'test/interactive-headroom.test.ts',
       'test/engine-load-metrics.test.ts',
       'test/engine-priority.test.ts',
