@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 // The import rule (docs/ARCHITECTURE.md): dependencies point inward. The domain depends on
 // nothing of the project's but itself; the application layer depends on neither driver (src/http,
 // processors/); the two drivers do not depend on each other; read models do not depend on the
-// application layer; adapters depend on the domain at most. Read from the import statements of
+// application layer; adapters depend on the domain and the platform at most, never on one another;
+// configuration knows nothing of the engine or the HTTP layer. Read from the import statements of
 // the source files themselves.
 
 const root = resolve(import.meta.dirname, '..');
