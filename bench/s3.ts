@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { createReadStream, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
+import { S3BlobStore } from '../src/blob-store/s3-blob-store.js';
+import { createS3Client } from '../src/platform/s3-client.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { startNode, stop } from '../test/support/processes.js';
 

@@ -1,8 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
-import { type S3Location, parseS3Url } from './blob-store/s3-location.js';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
-import { bucketNameProblem } from './engine/images/image-bucket-policy.js';
-import { IMAGE_FETCH_CONCURRENCY, MAX_IMAGE_BYTES } from './engine/images/image-resolver.js';
+import { bucketNameProblem } from './platform/s3-bucket-names.js';
+import { type S3Location, parseS3Url } from './platform/s3-location.js';
 
 export interface Config {
   readonly port: number;
@@ -241,8 +240,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   }
   const images = {
     buckets: imageBuckets,
-    maxBytes: integer('IMAGE_MAX_BYTES', MAX_IMAGE_BYTES, 1, 1024 * 1024 * 1024),
-    fetchConcurrency: integer('IMAGE_FETCH_CONCURRENCY', IMAGE_FETCH_CONCURRENCY, 1, 1024),
+    // OpenAI's own limit is 20 MB.
+    maxBytes: integer('IMAGE_MAX_BYTES', 20 * 1024 * 1024, 1, 1024 * 1024 * 1024),
+    fetchConcurrency: integer('IMAGE_FETCH_CONCURRENCY', 4, 1, 1024),
   };
   const batchChunkLines = integer('BATCH_CHUNK_LINES', 200, 1, 50000);
   const batchPrefixOrderRaw = value('BATCH_PREFIX_ORDER') ?? 'auto';

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { Readable } from 'node:stream';
 import { describe, expect, inject, it } from 'vitest';
-import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js';
+import { S3BlobStore } from '../src/blob-store/s3-blob-store.js';
+import { createS3Client } from '../src/platform/s3-client.js';
 import { blobStoreContract, listKeys } from './support/blob-store-contract.js';
 
 /** The smallest part size S3 allows, so the multipart path is taken by the larger objects. */

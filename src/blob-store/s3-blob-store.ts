@@ -10,32 +10,12 @@ import {
   ListObjectsV2Command,
   ListPartsCommand,
   PutObjectCommand,
-  S3Client,
+  type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
-import type { S3Location } from './s3-location.js';
-
-export interface S3ClientSettings {
-  readonly region?: string;
-  readonly endpoint?: string;
-  readonly forcePathStyle?: boolean;
-}
-
-/**
- * An S3 client that honours the SDK's standard settings (credentials chain, AWS_REGION,
- * AWS_ENDPOINT_URL_S3). Checksums are computed only where S3 requires them: many S3-compatible
- * servers store the aws-chunked framing of the newer default as object content.
- */
-export function createS3Client(settings: S3ClientSettings = {}): S3Client {
-  return new S3Client({
-    region: settings.region ?? 'us-east-1',
-    ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
-    forcePathStyle: settings.forcePathStyle ?? false,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
-}
+import type { S3Location } from '../platform/s3-location.js';
+import { isNotFound } from '../platform/s3-client.js';
 
 const MIB = 1024 * 1024;
 
@@ -220,10 +200,4 @@ export class S3BlobStore implements BlobStore {
   private root(): string {
     return this.location.prefix ? `${this.location.prefix}/` : '';
   }
-}
-
-/** S3's several ways of saying an object (or bucket) is not there. */
-export function isNotFound(error: unknown): boolean {
-  const candidate = error as { name?: string; $metadata?: { httpStatusCode?: number } };
-  return candidate.name === 'NoSuchKey' || candidate.name === 'NotFound' || candidate.$metadata?.httpStatusCode === 404;
 }

@@ -3,11 +3,11 @@ import { createReadStream } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { isNotFound } from '../blob-store/s3-blob-store.js';
 import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
 import { headerLength, parseHeader } from './builtin/safetensors.js';
 import { ConcurrencyLimit } from '../platform/concurrency-limit.js';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../platform/private-files.js';
+import { isNotFound } from '../platform/s3-client.js';
 
 export interface CheckpointFile {
   readonly name: string;

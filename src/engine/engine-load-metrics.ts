@@ -1,3 +1,5 @@
+import { loadGaugeNames } from './engine-kinds.js';
+
 /** An engine's own view of its load, from its Prometheus metrics. */
 export interface EngineLoad {
   /** Requests in the engine's running batch. */
@@ -69,18 +71,14 @@ export function parsePrometheusText(text: string): MetricSample[] {
   return samples;
 }
 
-const GAUGES = {
-  running: ['vllm:num_requests_running', 'sglang:num_running_reqs'],
-  waiting: ['vllm:num_requests_waiting', 'sglang:num_queue_reqs'],
-  // vllm:gpu_cache_usage_perc is the older name (deprecated in vLLM's V1 engine); both are 0–1.
-  kvUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc', 'sglang:token_usage'],
-} as const;
+/** Every kind's gauge names (engine-kinds.ts): a replica's page is read for whichever kind's it holds. */
+const GAUGES = loadGaugeNames();
 
 /**
- * The load gauges of a vLLM or SGLang /metrics page. One server may report several engines or
- * ranks (label engine, tp_rank, dp_rank): request counts are summed, the KV cache is the fullest
- * one's, since that is where the next request may not fit. A gauge absent from the page is absent
- * from the result.
+ * The load gauges of an engine's /metrics page (vLLM's, SGLang's). One server may report several
+ * engines or ranks (label engine, tp_rank, dp_rank): request counts are summed, the KV cache is
+ * the fullest one's, since that is where the next request may not fit. A gauge absent from the
+ * page is absent from the result.
  */
 export function engineLoadFrom(text: string): EngineLoad {
   const samples = parsePrometheusText(text).filter((sample) => Number.isFinite(sample.value));

@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
+import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, type HttpEngineKindName, type ReplicaKind } from './engine-kinds.js';
 import { Fleet } from './fleet.js';
+import type { FleetSettings } from './fleet-settings.js';
 import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
 import { BuiltinReplica, type Replica, sharedWeights } from './replica.js';
 import { ReplicaPool } from './replica-pool.js';
@@ -17,7 +18,8 @@ import { readJsonFile } from '../platform/schemas.js';
 export const DEFAULT_MODEL = 'spool-tiny';
 
 export interface ReplicaSpec {
-  readonly kind: 'builtin' | 'vllm' | 'sglang' | 'openai';
+  /** A name in engine-kinds.ts. */
+  readonly kind: ReplicaKind;
   /** builtin: a checkpoint folder; default DATA_DIR/checkpoints/<model>, generated if missing. */
   readonly checkpoint?: string;
   /** vllm, sglang, openai: the server's OpenAI base URL, e.g. http://10.0.0.5:8000/v1. */
@@ -94,54 +96,45 @@ function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: 
  * The fleet from FLEET_FILE, or by default one built-in replica of spool-tiny; ENGINE_BASE_URL
  * adds an OpenAI-compatible server for the models it lists (every other model when `*`).
  */
-export async function openFleet(config: Config, log?: Pick<Logger, 'warn'>): Promise<Fleet> {
-  const spec: FleetSpec = config.fleetFile ? readFleetSpec(config.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: 'builtin' }] } } };
-  const settings = { maxAttempts: config.engine.maxAttempts, backoffMs: config.engine.backoffMs, cooldownMs: config.engine.cooldownMs };
-  const images = new ImageResolver(
-    async (region) => (await import('../blob-store/s3-blob-store.js')).createS3Client({ ...config.s3, region }),
-    config.s3.region ?? 'us-east-1',
-    {
-      ...(config.images.buckets ? { allowed: new Set(config.images.buckets) } : {}),
-      ...(config.blobStore ? { ownBucket: config.blobStore.bucket } : {}),
-      virtualHostedEndpoint: config.s3.endpoint !== undefined && !config.s3.forcePathStyle,
-      maxBytes: config.images.maxBytes,
-      fetchConcurrency: config.images.fetchConcurrency,
-    },
-    log,
-  );
-  const http = (id: string, kind: 'vllm' | 'sglang' | 'openai', baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
+export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'warn'>): Promise<Fleet> {
+  const { engine } = settings;
+  const spec: FleetSpec = settings.fleetFile ? readFleetSpec(settings.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: BUILTIN_KIND }] } } };
+  const poolSettings = { maxAttempts: engine.maxAttempts, backoffMs: engine.backoffMs, cooldownMs: engine.cooldownMs };
+  const { defaultRegion, ...imageSettings } = settings.images;
+  const images = new ImageResolver(settings.s3Client, defaultRegion, imageSettings, log);
+  const http = (id: string, kind: HttpEngineKindName, baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}), ...extra });
 
   const pools = new Map<string, ReplicaPool>();
   for (const [model, { replicas }] of Object.entries(spec.models)) {
     const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
       const id = `${model}/${index}`;
-      if (replica.kind === 'builtin') {
+      if (replica.kind === BUILTIN_KIND) {
         const explicit = replica.checkpoint !== undefined;
-        const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(config.dataDir, 'checkpoints', model);
+        const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(settings.dataDir, 'checkpoints', model);
         // Replicas on one folder share its (read-only) weights; each replica swaps on its own.
         const weights = loadBuiltinModel(model, checkpoint, !explicit);
         return { replica: new BuiltinReplica(id, new BuiltinEngine(weights, model), checkpoint), concurrency: replica.concurrency ?? 2 };
       }
       return {
-        replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? config.engine.apiKey, (replica.timeout_seconds ?? config.engine.timeoutMs / 1000) * 1000, {
+        replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? engine.apiKey, (replica.timeout_seconds ?? engine.timeoutMs / 1000) * 1000, {
           ...(replica.priority_hints ? { priorityHints: replica.priority_hints } : {}),
           ...(replica.metrics_url ? { metricsUrl: replica.metrics_url } : {}),
         }),
-        concurrency: replica.concurrency ?? config.engine.concurrency,
+        concurrency: replica.concurrency ?? engine.concurrency,
       };
     });
-    pools.set(model, new ReplicaPool(model, members, settings, images));
+    pools.set(model, new ReplicaPool(model, members, poolSettings, images));
   }
 
   let fallback: ReplicaPool | undefined;
-  const { baseUrl, models } = config.engine;
+  const { baseUrl, models } = engine;
   if (baseUrl) {
-    const member = () => ({ replica: http(`${baseUrl}`, 'openai', baseUrl, config.engine.apiKey, config.engine.timeoutMs), concurrency: config.engine.concurrency });
-    if (models === '*') fallback = new ReplicaPool('*', [member()], settings, images);
+    const member = () => ({ replica: http(`${baseUrl}`, ENGINE_BASE_URL_KIND, baseUrl, engine.apiKey, engine.timeoutMs), concurrency: engine.concurrency });
+    if (models === '*') fallback = new ReplicaPool('*', [member()], poolSettings, images);
     else {
       // One server, one pool: its concurrency limit holds across the models it serves.
-      const shared = new ReplicaPool(models.join(','), [member()], settings, images);
+      const shared = new ReplicaPool(models.join(','), [member()], poolSettings, images);
       for (const model of models) if (!pools.has(model)) pools.set(model, shared);
     }
   }

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import type { EngineRequest } from './engine.js';
 import { engineIo } from './io/engine-io.js';
+import { HTTP_ENGINE_KINDS, type HttpEngineKind, type HttpEngineKindName, kindsThatReload } from './engine-kinds.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
 import { enginePriority } from './scheduling/engine-priority.js';
-import type { Replica, ReplicaKind, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
+import type { Replica, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
 
 export interface HttpReplicaSettings {
   readonly apiKey?: string;
@@ -19,7 +20,7 @@ export interface HttpReplicaSettings {
   readonly metricsUrl?: string;
 }
 
-/** An OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp, OpenAI. */
+/** An OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp, OpenAI; what its kind does differently is in engine-kinds.ts. */
 export class HttpReplica implements Replica {
   readonly description: string;
   readonly weightsInProcess = false;
@@ -31,7 +32,7 @@ export class HttpReplica implements Replica {
   private readonly headers: Record<string, string>;
   constructor(
     readonly id: string,
-    readonly kind: Exclude<ReplicaKind, 'builtin'>,
+    readonly kind: HttpEngineKindName,
     /** The server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1. */
     readonly baseUrl: string,
     private readonly settings: HttpReplicaSettings,
@@ -128,23 +129,11 @@ export class HttpReplica implements Replica {
     if (!response.ok || answer.success === false) throw new Error(`${this.id}: POST ${path} answered ${response.status}: ${answer.message ?? text.slice(0, 200)}`);
   }
 
-  /**
-   * Loads new weights from a folder the server can read (shared storage), without a restart.
-   * SGLang: POST /update_weights_from_disk. vLLM (VLLM_SERVER_DEV_MODE=1): pause (letting running
-   * requests finish), collective_rpc reload_weights, resume — resumed whatever happened.
-   */
+  /** Loads new weights from a folder the server can read (shared storage), without a restart, as its kind does. */
   async reloadWeights(path: string): Promise<void> {
-    if (this.kind === 'sglang') return this.admin('/update_weights_from_disk', { model_path: path });
-    if (this.kind === 'vllm') {
-      await this.admin('/pause?mode=wait');
-      try {
-        await this.admin('/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: path } });
-      } finally {
-        await this.admin('/resume');
-      }
-      return;
-    }
-    throw new Error(`${this.id}: a generic OpenAI-compatible server has no weight reload; use kind vllm or sglang`);
+    const { server, reload }: HttpEngineKind = HTTP_ENGINE_KINDS[this.kind];
+    if (!reload) throw new Error(`${this.id}: a ${server} has no weight reload; use kind ${kindsThatReload().join(' or ')}`);
+    return reload((adminPath, body) => this.admin(adminPath, body), path);
   }
 
   async health(): Promise<boolean> {

@@ -5,6 +5,9 @@ import { ImageFetchError, type ImageResolver } from './images/image-resolver.js'
 import type { Replica, ReplicaResponse } from './replica.js';
 import type { ServiceClass } from './scheduling/urgency.js';
 import type { FleetShare } from './scheduling/interactive-headroom.js';
+import { requestsHeldAhead, slotsForWaitingWork } from './scheduling/hold-ahead.js';
+import { InteractiveQueueing, ReplicaYield } from './scheduling/interactive-yield.js';
+import { ReplicaHealth } from './scheduling/replica-health.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduling/scheduler.js';
 import { backoffDelay } from '../platform/retry.js';
 
@@ -25,12 +28,9 @@ interface Member {
   readonly capacity: AdaptiveConcurrency;
   /** The configured concurrency, used as is when capacity is not learned. */
   readonly ceiling: number;
-  downUntil: number;
-  failures: number;
-  /** When it last gave a slot back to another process's interactive requests (yieldToInteractive). */
-  yieldedAt: number;
-  /** Per API process, its reports in a row of interactive requests queueing above the slack. */
-  readonly queueingReports: Map<string, number>;
+  readonly health: ReplicaHealth;
+  /** Its slots given back to other processes' interactive requests. */
+  readonly yielding: ReplicaYield;
 }
 
 /** A request waiting in the scheduler for a slot. */
@@ -38,23 +38,9 @@ interface Waiting extends WorkItem {
   admit(replica: string): void;
 }
 
-/** How long a replica that holds requests can be kept busy without this event loop (see aheadOf). */
-const HANDOVER_MS = 50;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
-/**
- * Interactive requests answered this much later than the engine's uncrowded latency (the median of
- * a report's), in `reports` reports in a row, waited inside it for a slot: 4 ms, or 4% of the
- * latency for long requests. With a slot free the medians of one second's 20 requests came 0 to
- * 2 ms above it, now and then a second 3 to 5 ms; with every slot taken, 2 to 20 ms, most seconds
- * above 4 (bench/FINDINGS.md).
- */
-const INTERACTIVE_QUEUE_SLACK = { ms: 4, ofFloor: 0.04, reports: 2 };
-/** The least time between two slots a replica gives back: a report reflects the last one a second or two later. */
-const YIELD_GAP_MS = 3_000;
-/** Interactive answers a queueing report needs (fewer say nothing), and the most kept between reports. */
-const QUEUEING_SAMPLES = { least: 5, most: 2_000 };
 
 /**
  * The replicas of one model, behind one scheduler (scheduler.ts): interactive requests before
@@ -62,7 +48,9 @@ const QUEUEING_SAMPLES = { least: 5, most: 2_000 };
  * work kept below capacity by a headroom that follows the interactive load. Each replica's
  * capacity is learned from its answers (adaptive-concurrency.ts), its configured concurrency a
  * ceiling. A replica that gives no answer, or keeps answering 5xx, is left out for a while and
- * health-checked back in; transient failures are retried on the others with backoff.
+ * health-checked back in (replica-health.ts); transient failures are retried on the others with
+ * backoff. Another process's interactive requests queueing inside the engines are made room for
+ * (interactive-yield.ts).
  */
 export class ReplicaPool implements InferenceEngine {
   readonly description: string;
@@ -70,8 +58,8 @@ export class ReplicaPool implements InferenceEngine {
   private readonly scheduler = new FleetScheduler<Waiting>();
   private nextId = 0;
   private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
-  /** Interactive answers since interactiveQueueing() was last asked: how far above its replica's uncrowded latency each came, ms. */
-  private interactiveExcess: number[] = [];
+  /** How long this process's interactive requests queued inside the engines, for its load reports. */
+  private readonly queueing = new InteractiveQueueing();
 
   constructor(
     readonly model: string,
@@ -80,16 +68,11 @@ export class ReplicaPool implements InferenceEngine {
     private readonly images?: ImageResolver,
   ) {
     if (replicas.length === 0) throw new Error(`model ${model} has no replica`);
-    this.members = replicas.map(({ replica, concurrency }) => ({
-      replica,
+    this.members = replicas.map(({ replica, concurrency }) => {
       // The built-in model runs on this process's event loop: its concurrency is what it is told.
-      capacity: new AdaptiveConcurrency({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) }),
-      ceiling: concurrency,
-      downUntil: 0,
-      failures: 0,
-      yieldedAt: Number.NEGATIVE_INFINITY,
-      queueingReports: new Map(),
-    }));
+      const capacity = new AdaptiveConcurrency({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) });
+      return { replica, capacity, ceiling: concurrency, health: new ReplicaHealth(settings.cooldownMs), yielding: new ReplicaYield(capacity) };
+    });
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
   }
 
@@ -104,7 +87,7 @@ export class ReplicaPool implements InferenceEngine {
     const waiting = queued.interactive + queued.batch + queued.background;
     return this.members.map((member) => {
       const counts = this.scheduler.inFlight(member.replica.id);
-      return { id: member.replica.id, inFlight: counts.interactive + counts.batch + counts.background, waiting, limit: this.limitOf(member), healthy: member.downUntil <= now };
+      return { id: member.replica.id, inFlight: counts.interactive + counts.batch + counts.background, waiting, limit: this.limitOf(member), healthy: member.health.isUp(now) };
     });
   }
 
@@ -131,30 +114,18 @@ export class ReplicaPool implements InferenceEngine {
    * answered since the last call came (ms); undefined with too few of them. Each call starts anew.
    */
   interactiveQueueing(): number | undefined {
-    const samples = this.interactiveExcess;
-    this.interactiveExcess = [];
-    if (samples.length < QUEUEING_SAMPLES.least) return undefined;
-    samples.sort((a, b) => a - b);
-    const middle = samples.length >> 1;
-    return samples.length % 2 === 1 ? samples[middle]! : (samples[middle - 1]! + samples[middle]!) / 2;
+    return this.queueing.median();
   }
 
-  /** A slot back from each replica whose batch work fills its share, once queueing persists, at most one per YIELD_GAP_MS each (see AdaptiveConcurrency.yieldSlot). */
+  /** A slot back from each replica whose batch work fills its share, once queueing persists (see ReplicaYield). */
   private yieldToInteractive(source: string, queuedMs: number | undefined): void {
     if (this.settings.learnCapacity === false) return;
     const now = Date.now();
     for (const member of this.members) {
-      const floor = member.capacity.latencyFloorMs;
-      const slack = Math.max(INTERACTIVE_QUEUE_SLACK.ms, Number.isFinite(floor) ? INTERACTIVE_QUEUE_SLACK.ofFloor * floor : 0);
-      // In a row from one API process: a report without the figure (too few answers) breaks the row.
-      const inRow = queuedMs !== undefined && queuedMs > slack ? (member.queueingReports.get(source) ?? 0) + 1 : 0;
-      if (inRow > 0) member.queueingReports.set(source, inRow);
-      else member.queueingReports.delete(source);
-      if (inRow < INTERACTIVE_QUEUE_SLACK.reports || now - member.yieldedAt < YIELD_GAP_MS) continue;
-      const counts = this.scheduler.inFlight(member.replica.id);
-      // Only work this process holds back can make room: a replica it hardly uses is not the cause.
-      if (counts.batch + counts.background < this.limitOf(member) - Math.ceil(this.reservedOn(member) - 1e-9)) continue;
-      if (member.capacity.yieldSlot(now)) member.yieldedAt = now;
+      member.yielding.report(source, queuedMs, now, () => {
+        const counts = this.scheduler.inFlight(member.replica.id);
+        return counts.batch + counts.background >= slotsForWaitingWork(this.limitOf(member), this.reservedOn(member));
+      });
     }
   }
 
@@ -198,19 +169,18 @@ export class ReplicaPool implements InferenceEngine {
         const resolved = this.images ? await this.images.resolve(request.body) : request.body;
         const priority = member.replica.priorityFields({ serviceClass: request.serviceClass ?? 'interactive', ...(request.deadline !== undefined ? { deadline: request.deadline } : {}) }, startedAt);
         const body = priority ? { ...resolved, ...priority } : resolved;
-        // Held requests go out within the slots batch work may use: the limit less the interactive
-        // reserve, which interactive requests (never held) find free.
-        const gate = ahead > 0 ? { limit: Math.max(1, limit - Math.ceil(reserved - 1e-9)) } : undefined;
+        // Held requests go out within the slots work that can wait may use.
+        const gate = ahead > 0 ? { limit: Math.max(1, slotsForWaitingWork(limit, reserved)) } : undefined;
         const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta, gate);
         answered = true;
         engineLatencyMs = response.engineLatencyMs;
         sent = response.sent;
         outcome = overloaded(response.statusCode) ? 'overloaded' : 'answered';
         if (!transient(response)) {
-          member.failures = 0;
+          member.health.answered();
           return response;
         }
-        this.failed(member, false);
+        member.health.failed(false, Date.now());
         lastResponse = response;
         lastError = `${member.replica.id} answered ${response.statusCode}`;
         retryAfterMs = response.retryAfterMs;
@@ -218,7 +188,7 @@ export class ReplicaPool implements InferenceEngine {
         sent = (error as { sent?: ReplicaResponse['sent'] } | undefined)?.sent;
         if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
         if (error instanceof Error && error.name === 'TimeoutError') outcome = 'timeout';
-        this.failed(member, true);
+        member.health.failed(true, Date.now());
         lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
       } finally {
         this.scheduler.complete(id, answered);
@@ -235,10 +205,7 @@ export class ReplicaPool implements InferenceEngine {
         // requests take by about 2.6 standard errors, which for requests of mixed lengths alone
         // would look like a queue.
         // Asked only for interactive answers: every batch line passes here.
-        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered' && this.interactiveExcess.length < QUEUEING_SAMPLES.most) {
-          const uncrowded = member.capacity.uncrowdedLatencyMs;
-          if (Number.isFinite(uncrowded)) this.interactiveExcess.push((engineLatencyMs ?? elapsedMs) - uncrowded);
-        }
+        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered') this.queueing.answered(engineLatencyMs ?? elapsedMs, member.capacity.uncrowdedLatencyMs);
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }
@@ -286,9 +253,9 @@ export class ReplicaPool implements InferenceEngine {
 
   private capacities(): ReplicaCapacity[] {
     const now = Date.now();
-    const anyHealthy = this.members.some((member) => member.downUntil <= now);
+    const anyHealthy = this.members.some((member) => member.health.isUp(now));
     // With every replica left out, they are all tried again rather than none.
-    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member) + this.aheadOf(member), ceiling: member.ceiling, available: !anyHealthy || member.downUntil <= now }));
+    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member) + this.aheadOf(member), ceiling: member.ceiling, available: !anyHealthy || member.health.isUp(now) }));
   }
 
   /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */
@@ -298,28 +265,13 @@ export class ReplicaPool implements InferenceEngine {
     return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
   }
 
-  /**
-   * Requests given to a replica beyond its limit, when it can hold them (holdsRequests): each is
-   * sent the moment one of the running ones ends, instead of once this event loop, often busy
-   * with other lines' work, has seen the answer. As many as the replica answers in HANDOVER_MS
-   * at its latency floor, at most a quarter of its limit, so a request that comes later and
-   * ranks higher waits behind at most that much; interactive ones are sent before them.
-   */
+  /** Requests the replica may hold beyond its limit, when it can hold them (see requestsHeldAhead). */
   private aheadOf(member: Member): number {
-    if (!member.replica.holdsRequests) return 0;
-    const floor = member.capacity.latencyFloorMs;
-    if (!(Number.isFinite(floor) && floor > 0)) return 0;
-    const limit = this.limitOf(member);
-    return Math.min(Math.floor(limit / 4), Math.floor((limit * HANDOVER_MS) / floor));
+    return member.replica.holdsRequests ? requestsHeldAhead(this.limitOf(member), member.capacity.latencyFloorMs) : 0;
   }
 
   private limitOf(member: Member): number {
     return this.settings.learnCapacity === false ? member.ceiling : member.capacity.limit;
-  }
-
-  private failed(member: Member, unreachable: boolean): void {
-    member.failures += 1;
-    if (unreachable || member.failures >= 3) member.downUntil = Date.now() + this.settings.cooldownMs;
   }
 
   /** Brings back replicas that answer their health check, and reads the load of those that publish it. */
@@ -327,10 +279,7 @@ export class ReplicaPool implements InferenceEngine {
     const now = Date.now();
     await Promise.all(
       this.members.map(async (member) => {
-        if (member.downUntil > now && (await member.replica.health())) {
-          member.downUntil = 0;
-          member.failures = 0;
-        }
+        if (!member.health.isUp(now) && (await member.replica.health())) member.health.recovered();
         const load = await member.replica.load?.();
         if (load) member.capacity.observeLoad(load, Date.now());
       }),

@@ -3,10 +3,9 @@ import type { BuiltinEngine, TextDelta } from './builtin/builtin-engine.js';
 import { loadCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
 import type { EngineRequest, EngineResponse } from './engine.js';
+import { BUILTIN_KIND, type ReplicaKind } from './engine-kinds.js';
 import type { EngineLoad } from './engine-load-metrics.js';
 import type { ServiceClass } from './scheduling/urgency.js';
-
-export type ReplicaKind = 'builtin' | 'vllm' | 'sglang' | 'openai';
 
 /** A checkpoint staged for a reload: the folder it is in, and where it was synced from. */
 export interface StagedWeights {
@@ -86,7 +85,7 @@ export function sharedWeights(path: string): Transformer {
 
 /** The in-process built-in model as a replica. */
 export class BuiltinReplica implements Replica {
-  readonly kind = 'builtin' as const;
+  readonly kind = BUILTIN_KIND;
   readonly weightsInProcess = true;
   readonly holdsRequests = false;
   readonly description: string;

@@ -32,7 +32,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
 
 export async function openBlobStore(config: Config): Promise<BlobStore> {
   if (!config.blobStore) return new LocalBlobStore(config.blobsDir);
-  const { S3BlobStore, createS3Client } = await import('../blob-store/s3-blob-store.js');
+  const [{ S3BlobStore }, { createS3Client }] = await Promise.all([import('../blob-store/s3-blob-store.js'), import('../platform/s3-client.js')]);
   return new S3BlobStore(createS3Client(config.s3), config.blobStore);
 }
 

@@ -26,6 +26,7 @@ import type { JobDefinition } from '../domain/job.js';
 import type { Fleet } from '../engine/fleet.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { openFleet } from '../engine/fleet-config.js';
+import { fleetSettings } from './fleet-settings.js';
 import { ExitCode, StartupFailure, asConfigurationFailure } from '../process/startup-failure.js';
 import type { Adapters } from './adapters.js';
 import { inDataDir } from './adapters.js';
@@ -130,7 +131,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
 
 async function wireFleet(context: PartsContext, application: ApplicationParts): Promise<FleetParts> {
   const { config, logger, lifecycle } = context;
-  const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(config, logger.child({ component: 'images' }))));
+  const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(fleetSettings(config), logger.child({ component: 'images' }))));
   lifecycle.opened('the fleet', () => fleet.stop());
   observeFleet(context.metrics, fleet);
   const servedWeights = new ServedWeights({ queries: application.weightsQueries, projector: application.projector, fleet, log: logger });

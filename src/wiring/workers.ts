@@ -169,7 +169,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       log: logger.child({ component: 'weight-syncer' }),
       stagingDir: join(config.dataDir, 'staging'),
       openSource: async () => {
-        const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
+        const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../platform/s3-client.js')]);
         return new S3CheckpointSource(createS3Client(config.s3));
       },
       retryDelayMs: config.weightSyncRetryMs,

@@ -20,16 +20,11 @@ export class ImageFetchError extends Error {
   }
 }
 
-/** IMAGE_MAX_BYTES' default (OpenAI's own limit is 20 MB). */
-export const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
-/** IMAGE_FETCH_CONCURRENCY's default. */
-export const IMAGE_FETCH_CONCURRENCY = 4;
-
 export interface ImageResolverSettings extends ImageBucketRules {
-  /** Larger images fail their request; no more than this (and one byte) is read to find out. */
-  readonly maxBytes?: number;
-  /** Image fetches held at once, across every request: each holds up to maxBytes. */
-  readonly fetchConcurrency?: number;
+  /** IMAGE_MAX_BYTES: larger images fail their request; no more than this (and one byte) is read to find out. */
+  readonly maxBytes: number;
+  /** IMAGE_FETCH_CONCURRENCY: image fetches held at once, across every request; each holds up to maxBytes. */
+  readonly fetchConcurrency: number;
 }
 
 const SIGNATURES: Array<[string, (bytes: Buffer) => boolean]> = [
@@ -60,11 +55,11 @@ export class ImageResolver {
     /** The AWS SDK loads only when a request names an s3:// image. */
     private readonly clientFor: (region: string) => Promise<S3Client>,
     private readonly defaultRegion: string,
-    private readonly settings: ImageResolverSettings = {},
+    private readonly settings: ImageResolverSettings,
     private readonly log?: Pick<Logger, 'warn'>,
   ) {
-    this.maxBytes = settings.maxBytes ?? MAX_IMAGE_BYTES;
-    this.fetches = new ConcurrencyLimit(settings.fetchConcurrency ?? IMAGE_FETCH_CONCURRENCY);
+    this.maxBytes = settings.maxBytes;
+    this.fetches = new ConcurrencyLimit(settings.fetchConcurrency);
   }
 
   /** Image fetches under way now (for tests and status). */

@@ -1,45 +1,6 @@
 import type { EngineLoad } from '../engine-load-metrics.js';
-
-export interface AdaptiveConcurrencySettings {
-  /** ENGINE_CONCURRENCY: the most it ever allows. */
-  readonly ceiling: number;
-  /** Where it starts; small, so the latency floor is measured before the engine is crowded. */
-  readonly initial?: number;
-  /** A window's mean latency above floor × tolerance (and beyond its noise) means requests queue inside the engine. */
-  readonly tolerance?: number;
-  /**
-   * A rise must also be at least this many ms: a queue that short inside the engine delays no
-   * request measurably, and an engine answering in a fraction of a millisecond (a cache hit, a
-   * stand-in) shows rises of that size from the hosts' event loops alone.
-   */
-  readonly queueSlackMs?: number;
-  /** How many standard errors of the two means a rise must exceed to count (noise is not queueing). */
-  readonly confidence?: number;
-  /** Factor on 429, 503 and timeouts; also the deepest one latency cut may go. */
-  readonly overloadBackoff?: number;
-  /** Factor when the engine's own gauges report requests waiting. */
-  readonly latencyBackoff?: number;
-  /** Fewest answers in a window (a window is also at least one limit's worth: a round trip). */
-  readonly windowAnswers?: number;
-  /** Fewest answers in the first window, which only finds a first floor (also at least a round trip). */
-  readonly firstWindowAnswers?: number;
-  /** The floor is the lowest window mean among this many recent windows. */
-  readonly floorWindows?: number;
-  /** Crowded windows in a row before it is cut: a stall of the hosts passes, a queue stays. */
-  readonly persistence?: number;
-  /** Windows it holds after a cut before growing again: [first, most] (doubling while the engine's capacity stays put). */
-  readonly holdWindows?: readonly [number, number];
-  /**
-   * While interactive requests are being served, the least time between probes above what the
-   * last probe found (ms): a probe queues batch work inside the engine for a second or so, and an
-   * interactive request arriving then waits behind it.
-   */
-  readonly interactiveProbeGapMs?: number;
-  /** KV-cache usage (0–1) at which it stops growing. */
-  readonly kvUsageHigh?: number;
-  /** Engine load metrics older than this are ignored. */
-  readonly loadStaleMs?: number;
-}
+import { type AdaptiveConcurrencySettings, type LimitRules, limitRules } from './adaptive-concurrency-settings.js';
+import { LatencyWindow, type WindowSummary } from './latency-window.js';
 
 /** How a request ended: answered (any answer but 429/503), overloaded (429/503), timeout, failed (other). */
 export type RequestOutcome = 'answered' | 'overloaded' | 'timeout' | 'failed';
@@ -56,36 +17,6 @@ export interface RequestResult {
   readonly reserved?: number;
   /** The limit when it was sent (the limit now when absent): in slow start it has grown by the time the answer comes. */
   readonly limit?: number;
-}
-
-/** The answers of one window: their mean latency, its spread, and the mean in flight. */
-class LatencyWindow {
-  count = 0;
-  private sum = 0;
-  private sumOfSquares = 0;
-  private inFlightSum = 0;
-
-  add(latencyMs: number, inFlight: number): void {
-    this.count += 1;
-    this.sum += latencyMs;
-    this.sumOfSquares += latencyMs * latencyMs;
-    this.inFlightSum += inFlight;
-  }
-
-  summary(): WindowSummary {
-    const mean = this.sum / this.count;
-    const variance = this.count > 1 ? Math.max(0, (this.sumOfSquares - this.count * mean * mean) / (this.count - 1)) : 0;
-    return { count: this.count, mean, deviation: Math.sqrt(variance), inFlight: this.inFlightSum / this.count };
-  }
-}
-
-interface WindowSummary {
-  readonly count: number;
-  readonly mean: number;
-  /** Standard deviation of its answers' latencies. */
-  readonly deviation: number;
-  /** Mean requests in flight when its answers were sent. */
-  readonly inFlight: number;
 }
 
 /**
@@ -157,44 +88,20 @@ export class AdaptiveConcurrency {
   private probeEndedAt = Number.NEGATIVE_INFINITY;
   /** A probe's cut was made: the first window at the new level may still trim it (settle()). */
   private settling = false;
-  private readonly interactiveProbeGapMs: number;
   private slowStart = true;
   private load: { value: EngineLoad; at: number } | undefined;
-  private readonly tolerance: number;
-  private readonly queueSlackMs: number;
-  private readonly confidence: number;
-  private readonly overloadBackoff: number;
-  private readonly latencyBackoff: number;
-  private readonly windowAnswers: number;
+  private readonly rules: LimitRules;
   /** Answers in the first window: those to the requests sent at the starting limit (a round trip). */
   private readonly firstWindowLength: number;
-  private readonly floorWindows: number;
-  private readonly persistence: number;
-  private readonly minHoldWindows: number;
-  private readonly maxHoldWindows: number;
-  private readonly kvUsageHigh: number;
-  private readonly loadStaleMs: number;
   readonly ceiling: number;
 
   constructor(settings: AdaptiveConcurrencySettings) {
     if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
     this.ceiling = Math.floor(settings.ceiling);
     this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 4));
-    this.tolerance = settings.tolerance ?? 1.1;
-    this.queueSlackMs = settings.queueSlackMs ?? 2;
-    this.confidence = settings.confidence ?? 3;
-    this.overloadBackoff = settings.overloadBackoff ?? 0.5;
-    this.latencyBackoff = settings.latencyBackoff ?? 0.9;
-    this.windowAnswers = settings.windowAnswers ?? 16;
+    this.rules = limitRules(settings);
     this.firstWindowLength = Math.max(this.limit, settings.firstWindowAnswers ?? 4);
-    this.floorWindows = settings.floorWindows ?? 30;
-    this.persistence = Math.max(1, settings.persistence ?? 3);
-    this.minHoldWindows = settings.holdWindows?.[0] ?? 4;
-    this.maxHoldWindows = settings.holdWindows?.[1] ?? 128;
-    this.holdWindows = this.minHoldWindows;
-    this.kvUsageHigh = settings.kvUsageHigh ?? 0.95;
-    this.interactiveProbeGapMs = settings.interactiveProbeGapMs ?? 300_000;
-    this.loadStaleMs = settings.loadStaleMs ?? 15_000;
+    this.holdWindows = this.rules.minHoldWindows;
   }
 
   /** Requests to allow in flight now: an integer from 1 to the ceiling. */
@@ -221,16 +128,16 @@ export class AdaptiveConcurrency {
     const completedAt = result.startedAt + result.latencyMs;
     if (result.outcome === 'failed') return;
     if (result.outcome === 'overloaded' || result.outcome === 'timeout') {
-      this.cut(this.estimate * this.overloadBackoff, result.startedAt, completedAt);
+      this.cut(this.estimate * this.rules.overloadBackoff, result.startedAt, completedAt);
       return;
     }
     if (!(result.latencyMs >= 0)) return;
     // Sent before the last cut: it waited behind the excess that cut removed.
     if (result.startedAt < this.lastCutAt) return;
 
-    const load = this.load && completedAt - this.load.at <= this.loadStaleMs ? this.load.value : undefined;
+    const load = this.load && completedAt - this.load.at <= this.rules.loadStaleMs ? this.load.value : undefined;
     if ((load?.waiting ?? 0) > 0) {
-      this.cut(this.estimate * this.latencyBackoff, result.startedAt, completedAt);
+      this.cut(this.estimate * this.rules.latencyBackoff, result.startedAt, completedAt);
       return;
     }
     this.window.add(result.latencyMs, result.inFlight);
@@ -261,8 +168,8 @@ export class AdaptiveConcurrency {
     if (crowded) return;
     // Regrowth to what the engine was last measured to serve is safe; beyond it is a probe.
     if (this.holdLeft > 0 && this.limit + 1 > this.measured()) return;
-    if (this.interactiveRecent && this.probeLevel !== undefined && this.limit + 1 > this.probeLevel && completedAt - this.probeEndedAt < this.interactiveProbeGapMs) return;
-    if ((load?.kvUsage ?? 0) >= this.kvUsageHigh) return;
+    if (this.interactiveRecent && this.probeLevel !== undefined && this.limit + 1 > this.probeLevel && completedAt - this.probeEndedAt < this.rules.interactiveProbeGapMs) return;
+    if ((load?.kvUsage ?? 0) >= this.rules.kvUsageHigh) return;
     if (result.inFlight + (result.reserved ?? 0) < Math.ceil(0.9 * (result.limit ?? this.limit))) return;
     // Slow start doubles per round trip, and overshoots the engine's slots by up to half before a
     // window shows it: the queue that makes inside the engine is paid for by interactive requests
@@ -299,7 +206,7 @@ export class AdaptiveConcurrency {
     this.lastCutTo = Math.min(this.lastCutTo ?? to, to);
     this.probeLevel = Math.min(this.probeLevel ?? to, to);
     this.probeEndedAt = at;
-    this.holdLeft = Math.max(this.holdLeft, this.minHoldWindows);
+    this.holdLeft = Math.max(this.holdLeft, this.rules.minHoldWindows);
     this.settling = false;
     this.startOver(at);
     return true;
@@ -327,8 +234,8 @@ export class AdaptiveConcurrency {
     // few requests in flight for several round trips, a few percent of a short batch's time.
     if (!floor) return this.firstWindowLength;
     const variation = floor.mean > 0 ? floor.deviation / floor.mean : 0;
-    const forNoise = Math.ceil(((this.confidence * variation) / (this.tolerance - 1)) ** 2);
-    return Math.max(this.windowAnswers, this.limit, Math.min(forNoise, 10 * this.limit));
+    const forNoise = Math.ceil(((this.rules.confidence * variation) / (this.rules.tolerance - 1)) ** 2);
+    return Math.max(this.rules.windowAnswers, this.limit, Math.min(forNoise, 10 * this.limit));
   }
 
   /** The mean latency of an uncrowded window: the floor, less the bias of being the lowest of K means. */
@@ -344,12 +251,12 @@ export class AdaptiveConcurrency {
     // short answers of a mix of short and long ones): while it is the floor (until a lower full
     // window replaces it, or it is `floorWindows` old), the window's own spread counts as well.
     const deviation = this.provisional(floor) ? Math.max(floor.deviation, window.deviation) : floor.deviation;
-    return window.mean > Math.max(uncrowded * this.tolerance, uncrowded + this.queueSlackMs) + (this.confidence * deviation) / Math.sqrt(window.count);
+    return window.mean > Math.max(uncrowded * this.rules.tolerance, uncrowded + this.rules.queueSlackMs) + (this.rules.confidence * deviation) / Math.sqrt(window.count);
   }
 
   /** A window shorter than `windowAnswers`: the first, which only found a first floor. */
   private provisional(window: WindowSummary): boolean {
-    return window.count < this.windowAnswers;
+    return window.count < this.rules.windowAnswers;
   }
 
   /**
@@ -368,7 +275,7 @@ export class AdaptiveConcurrency {
     const above = window.inFlight > this.measured() + 0.5;
     const probing = above && !this.slowStart;
     this.servedWhileCrowded = Math.max(this.servedWhileCrowded, serving);
-    if (!probing && this.crowdedWindows < this.persistence) return;
+    if (!probing && this.crowdedWindows < this.rules.persistence) return;
     if (this.limit === 1) {
       this.recent = [window];
       this.slowStart = true;
@@ -376,7 +283,7 @@ export class AdaptiveConcurrency {
       this.servedWhileCrowded = 0;
       return;
     }
-    const to = Math.max(probing ? serving : this.servedWhileCrowded, this.estimate * this.overloadBackoff);
+    const to = Math.max(probing ? serving : this.servedWhileCrowded, this.estimate * this.rules.overloadBackoff);
     this.cut(to, startedAt, completedAt, above ? 'probe' : 'known');
   }
 
@@ -395,8 +302,8 @@ export class AdaptiveConcurrency {
     // that small is as likely the hosts' event loops, and trimming for it left the limit a request
     // below the engine's slots until the next probe. With interactive requests it errs low: a
     // request too many waits inside the engine, and an interactive one arriving may wait behind it.
-    const slack = this.interactiveRecent ? 0 : this.queueSlackMs;
-    const risen = window.mean > uncrowded + Math.max(slack, (this.confidence * floor.deviation) / Math.sqrt(window.count));
+    const slack = this.interactiveRecent ? 0 : this.rules.queueSlackMs;
+    const risen = window.mean > uncrowded + Math.max(slack, (this.rules.confidence * floor.deviation) / Math.sqrt(window.count));
     const serving = Math.round((window.inFlight * uncrowded) / window.mean);
     if (!risen || serving >= this.limit) return false;
     this.estimate = Math.max(1, serving);
@@ -417,7 +324,7 @@ export class AdaptiveConcurrency {
 
   private remember(window: WindowSummary): void {
     this.recent.push(window);
-    if (this.recent.length > this.floorWindows) this.recent.shift();
+    if (this.recent.length > this.rules.floorWindows) this.recent.shift();
   }
 
   /**
@@ -436,8 +343,8 @@ export class AdaptiveConcurrency {
       // traffic about the longest hold; one that ended elsewhere the shortest: a single reading
       // may be a stall's, and would hold the limit low. The end of slow start, read over
       // `persistence` windows, counts as confirmed.
-      const confirmed = this.slowStart || (this.lastCutTo !== undefined && Math.abs(this.estimate - this.lastCutTo) <= Math.max(1, (this.tolerance - 1) * this.lastCutTo));
-      this.holdWindows = !confirmed ? this.minHoldWindows : this.interactiveRecent ? this.maxHoldWindows : Math.min(this.maxHoldWindows, 2 * this.holdWindows);
+      const confirmed = this.slowStart || (this.lastCutTo !== undefined && Math.abs(this.estimate - this.lastCutTo) <= Math.max(1, (this.rules.tolerance - 1) * this.lastCutTo));
+      this.holdWindows = !confirmed ? this.rules.minHoldWindows : this.interactiveRecent ? this.rules.maxHoldWindows : Math.min(this.rules.maxHoldWindows, 2 * this.holdWindows);
       this.holdLeft = this.holdWindows;
       this.lastCutTo = Math.floor(this.estimate);
       this.probeLevel = this.lastCutTo;
@@ -446,7 +353,7 @@ export class AdaptiveConcurrency {
       this.settling = true;
     } else if (kind === 'known') {
       this.lastCutTo = Math.min(this.lastCutTo ?? Number.POSITIVE_INFINITY, Math.floor(this.estimate));
-      this.holdLeft = Math.min(this.holdLeft, this.minHoldWindows);
+      this.holdLeft = Math.min(this.holdLeft, this.rules.minHoldWindows);
     }
     this.slowStart = false;
     this.startOver(completedAt);

@@ -1,8 +1,8 @@
-import type { ReplicaKind } from '../replica.js';
+import { type ReplicaKind, httpEngineKind } from '../engine-kinds.js';
 import { LEAST_URGENT, type ServiceClass, urgencyLevel } from './urgency.js';
 
 export interface PriorityOptions {
-  /** SGLang started with --schedule-low-priority-values-first (the vLLM convention). */
+  /** A higher-first server (SGLang) started the other way round (--schedule-low-priority-values-first). */
   readonly lowValuesFirst?: boolean;
 }
 
@@ -16,13 +16,10 @@ function rank(serviceClass: ServiceClass, deadline: number | undefined, now: num
 }
 
 /**
- * The request body field that tells an engine scheduling by priority what goes first, in its own
- * convention; undefined for servers without one (a generic OpenAI-compatible server may reject
- * unknown fields).
- * - vLLM (`--scheduling-policy priority`): `priority`, an integer, lower is scheduled earlier,
- *   ties by arrival; a waiting request may preempt running ones of a larger value.
- * - SGLang (`--enable-priority-scheduling`): `priority`, an integer, larger is scheduled earlier
- *   unless the server runs with `--schedule-low-priority-values-first`.
+ * The request body field that tells an engine scheduling by priority what goes first, in its
+ * kind's convention (engine-kinds.ts: vLLM lower first; SGLang larger first unless started with
+ * low values first); undefined for kinds without one (a generic OpenAI-compatible server may
+ * reject unknown fields).
  * Batch ranks are urgency levels, not raw deadlines: a few coarse values, so engines keep arrival
  * order within a level (Spool's own order) and preempt only for a clearly more urgent request.
  */
@@ -32,8 +29,8 @@ export function enginePriority(
   now: number,
   options: PriorityOptions = {},
 ): { priority: number } | undefined {
+  const order = httpEngineKind(kind)?.priority;
+  if (!order) return undefined;
   const value = rank(request.serviceClass, request.deadline, now);
-  if (kind === 'vllm') return { priority: value };
-  if (kind === 'sglang') return { priority: options.lowValuesFirst ? value : BACKGROUND_RANK - value };
-  return undefined;
+  return { priority: order === 'lower-first' || options.lowValuesFirst ? value : BACKGROUND_RANK - value };
 }
