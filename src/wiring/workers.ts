@@ -69,6 +69,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       eventStore: adapters.eventStore,
       blobStore: adapters.blobStore,
       batches,
+      queries: batchesQueries,
       engines: fleet,
       clock,
       log: logger.child({ component: 'batch-validator' }),
@@ -78,12 +79,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       prefixOrder: config.batchPrefixOrder,
       scratchDir: scratchDirOf(config),
     });
-    return {
-      concurrency: 2,
-      // The read models hold at least the message's event: a batch they show past validating is
-      // left alone without reading its stream (the embedded relay republishes the whole log at start).
-      handle: (message) => (message.kind === 'validate-batch' && batchesQueries.get(message.batch_id)?.status === 'validating' ? validator.validate(message.batch_id) : Promise.resolve()),
-    };
+    return { concurrency: 2, handle: (message) => (message.kind === 'validate-batch' ? validator.validate(message.batch_id) : Promise.resolve()) };
   },
   inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing }) => {
     const { batches, batchesQueries, outcomes } = parts.application();
