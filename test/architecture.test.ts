@@ -42,6 +42,8 @@ const RULES: readonly Rule[] = [
     from: adapters,
     forbidden: (target: string) => ['src/application/', 'src/http/', 'processors/', 'projections/'].some((layer) => target.startsWith(layer)),
   })),
+  // The message log is a generic port; Spool's messaging contract (src/messages) uses it, never the other way round.
+  { name: 'src/message-log (the port and its adapters) imports nothing of the project outside it', from: 'src/message-log', forbidden: (target) => !target.startsWith('src/message-log/') },
   ...['src/domain', 'src/application', 'src/http', 'processors', 'projections', 'src/engine', 'src/event-store', 'src/blob-store', 'src/message-log'].map((layer) => ({
     name: `${layer} imports neither the composition root (src/service.ts) nor its wiring (src/wiring)`,
     from: layer,

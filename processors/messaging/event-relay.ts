@@ -12,7 +12,9 @@ import {
 } from '../../src/event-store/event-store.js';
 import { preparePrivateDatabaseFile } from '../../src/platform/private-files.js';
 import { type MessageLog, type OutgoingMessage, nextRetryDelay, partitionFor } from '../../src/message-log/message-log.js';
-import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../../src/messages/topics.js';
+import { BATCH_EVENTS_TOPIC, type MessageSchemas, WORK_TOPICS } from '../../src/messages/topics.js';
+import type { BatchEventMessage } from '../../src/messages/batch-event-message.js';
+import type { WorkMessage } from '../../src/messages/work-message.js';
 
 /** Where the relay has got to in the event log. */
 export interface RelayCheckpoint {
