@@ -70,7 +70,7 @@ export class BatchRunner {
   ) {
     this.admission = new ChunkAdmission({ parallel: deps.parallelChunks ?? 8 });
     this.outcomes = new ChunkOutcomeRecording(deps.outcomes, CORRELATION);
-    this.lines = new BatchLineSender({ queries: deps.queries, log: deps.log, ...(deps.tracing ? { tracing: deps.tracing } : {}), processStopping: () => this.stopping });
+    this.lines = new BatchLineSender({ queries: deps.queries, log: deps.log, tracing: deps.tracing, processStopping: () => this.stopping });
   }
 
   /**

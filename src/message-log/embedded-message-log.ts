@@ -201,7 +201,10 @@ class PartitionWorker {
     this.running.add(work);
   }
 
-  /** The group's committed offset moves at once (and only forward: a member joining at the latest offset may have moved it past this prefix). */
+  /**
+   * Commits in memory, at once. Only forward: a member joining the group at the latest offset may
+   * have moved the group's offset past this worker's prefix.
+   */
   private readonly commitTo = (offset: bigint): boolean => {
     const group = this.member.group;
     group.committed.set(this.key, Math.max(group.committed.get(this.key) ?? 0, Number(offset)));
