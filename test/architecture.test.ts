@@ -57,6 +57,8 @@ const RULES: readonly Rule[] = [
   // Configuration is read first and knows nothing of what it configures; the engine is handed its slice of it.
   { name: 'src/config.ts imports nothing of src/engine or src/http', from: 'src/config.ts', forbidden: (target) => target.startsWith('src/engine/') || target.startsWith('src/http/') },
   { name: 'src/engine imports nothing of src/config.ts', from: 'src/engine', forbidden: (target) => target === 'src/config.ts' },
+  // The message log is a generic port; Spool's messaging contract (src/messages) uses it, never the other way round.
+  { name: 'src/message-log (the port and its adapters) imports nothing of the project outside it but src/platform', from: 'src/message-log', forbidden: (target) => !target.startsWith('src/message-log/') && !target.startsWith('src/platform/') },
   ...['src/domain', 'src/application', 'src/http', 'processors', 'projections', 'src/engine', 'src/event-store', 'src/blob-store', 'src/message-log'].map((layer) => ({
     name: `${layer} imports neither the composition root (src/service.ts) nor its wiring (src/wiring)`,
     from: layer,

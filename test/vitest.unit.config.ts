@@ -12,6 +12,7 @@ export default defineConfig({
       'test/event-store.sqlite.test.ts',
       'test/blob-store.local.test.ts',
       'test/message-log.embedded.test.ts',
+      'test/partition-window.test.ts',
       'test/work-consumer.test.ts',
       'test/interactive-load-exchange.test.ts',
       // The fleet scheduler's pure modules and the processors' timer.

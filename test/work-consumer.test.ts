@@ -9,7 +9,8 @@ import { WorkConsumer } from '../processors/messaging/work-consumer.js';
 import { positionToString } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { EmbeddedMessageLog } from '../src/message-log/embedded-message-log.js';
-import { MessageSchemas, WORK_TOPICS, type WorkMessage } from '../src/messages/topics.js';
+import { MessageSchemas, WORK_TOPICS } from '../src/messages/topics.js';
+import type { WorkMessage } from '../src/messages/work-message.js';
 import { tempDir } from './support/service.js';
 
 const closers: Array<() => Promise<void> | void> = [];

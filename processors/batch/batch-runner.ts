@@ -1,25 +1,23 @@
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
 import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
-import { type LineOutcome, ZERO_USAGE } from '../../src/domain/line-outcome.js';
 import type { BlobStore } from '../../src/blob-store/blob-store.js';
 import { BlobNotFoundError } from '../../src/blob-store/blob-store.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { isBlank } from '../../src/domain/batch-input.js';
-import { runsLines, stoppingCode } from '../../src/domain/batch.js';
-import { type EngineDirectory, type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, usageOf } from '../../src/engine/engine.js';
-import { ImageFetchError } from '../../src/engine/images/image-resolver.js';
+import { runsLines } from '../../src/domain/batch.js';
+import type { EngineDirectory } from '../../src/engine/engine.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batches-projection.js';
+import { BatchLineSender } from './batch-line-sender.js';
 import { ChunkAdmission } from './chunk-admission.js';
+import { ChunkOutcomeRecording } from './chunk-outcome-recorder.js';
 import type { ChunkOutputParts } from './chunk-output-parts.js';
-import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
+import { NO_TRACING, type TraceSpan, type Tracing } from '../../src/observability/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
+import { WaitingLines } from './waiting-lines.js';
 import { parseWorkRecord } from '../../src/domain/work-file.js';
 
 const CORRELATION = 'batch-runner';
-/** Outcomes are recorded in groups: one durable append per group, not per line. */
-const FLUSH_LINES = 256;
-const FLUSH_MS = 200;
 
 /**
  * Lines of one chunk waiting for an engine slot at once; the next is read as one is admitted. A
@@ -41,14 +39,17 @@ export class ChunkInterruptedError extends Error {
 }
 
 /**
- * Runs chunks of batch lines through the engines. Each line is checked against the batch's state
- * just before it is sent: once a batch is cancelling or expiring no new line goes out, lines in
+ * Runs chunks of batch lines through the engines: starts the chunks ChunkAdmission lets run, reads
+ * each one's lines that have no outcome yet, keeps a few of them waiting for an engine slot, and
+ * has their outcomes recorded. Each line is checked against the batch's state just before it is
+ * sent (BatchLineSender): once a batch is cancelling or expiring no new line goes out, lines in
  * flight finish, and the lines left are recorded as batch_cancelled or batch_expired.
  */
 export class BatchRunner {
   private readonly running = new Map<string, Promise<void>>();
   private readonly admission: ChunkAdmission;
-  private readonly flushes = new FlushClock();
+  private readonly outcomes: ChunkOutcomeRecording;
+  private readonly lines: BatchLineSender;
   private stopping = false;
 
   constructor(
@@ -68,6 +69,8 @@ export class BatchRunner {
     },
   ) {
     this.admission = new ChunkAdmission({ parallel: deps.parallelChunks ?? 8 });
+    this.outcomes = new ChunkOutcomeRecording(deps.outcomes, CORRELATION);
+    this.lines = new BatchLineSender({ queries: deps.queries, log: deps.log, tracing: deps.tracing, processStopping: () => this.stopping });
   }
 
   /**
@@ -143,8 +146,8 @@ export class BatchRunner {
   private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan): Promise<boolean> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return false;
-    const settled = await this.deps.outcomes.settledLines(chunk.batch_id, chunk.chunk);
-    if (settled.size >= chunk.lines) return false;
+    const recorder = await this.outcomes.begin(chunk);
+    if (recorder.complete) return false;
 
     const engine = this.deps.engines.engineFor(batch.model);
     if (!engine) {
@@ -160,29 +163,25 @@ export class BatchRunner {
       return false;
     }
 
-    const recorder = new OutcomeRecorder(this.deps.outcomes, chunk, this.flushes);
     const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK);
     const work: Promise<void>[] = [];
     let leftOver = 0;
-    let recorded = false;
     // A line that fails outright (not an engine's failure: those are outcomes) fails the chunk
     // once the lines already sent are over; it is held here meanwhile, not left unobserved.
     let failure: { error: unknown } | undefined;
     try {
       for await (const line of batch.work_blob_key ? workFileLines(source) : physicalLines(source, chunk.first_line, chunk.start)) {
         if (this.stopping || failure) break;
-        if (isBlank(line.text) || settled.has(line.number)) continue;
+        if (isBlank(line.text) || !recorder.awaits(line.number)) continue;
         await waiting.room();
         if (this.stopping || failure) break;
         const leftQueue = waiting.enter();
         work.push(
-          this.runLine(batch, engine, line.number, line.text, chunkSpan, leftQueue)
+          this.lines
+            .send(batch, engine, line.number, line.text, chunkSpan, leftQueue)
             .then(
               (outcome) => {
-                if (outcome) {
-                  recorder.add(outcome);
-                  recorded = true;
-                }
+                if (outcome) recorder.add(outcome);
                 else leftOver++;
               },
               (error: unknown) => {
@@ -199,79 +198,7 @@ export class BatchRunner {
       await recorder.close();
     }
     if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines withdrawn, the rest not read): stopping`);
-    return recorded;
-  }
-
-  /** The line's outcome; undefined when the process stopped before the line was sent. */
-  /** `admitted`: called once the engine gives the line a slot (or never, if it is not sent). */
-  private async runLine(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
-    const request = JSON.parse(text) as { custom_id: string; body: Record<string, unknown> };
-    if (this.stopping) return undefined;
-    const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
-    const operation = genAiOperation(batch.endpoint);
-    // The GenAI semantic conventions' client span: one per line sent to an engine.
-    const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batch.id, `${operation} ${model}`, {
-      parent: chunkSpan,
-      kind: 'client',
-      attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
-    });
-    try {
-      const outcome = await this.sendLine(batch, engine, line, request, span.traceparent, admitted);
-      if (outcome) span.setAttributes(outcomeAttributes(outcome));
-      if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
-      return outcome;
-    } finally {
-      span.end();
-    }
-  }
-
-  private async sendLine(
-    batch: BatchRow,
-    engine: InferenceEngine,
-    line: number,
-    request: { custom_id: string; body: Record<string, unknown> },
-    traceparent: string | undefined,
-    admitted: () => void,
-  ): Promise<LineOutcome | undefined> {
-    const base = { batch_id: batch.id, line, custom_id: request.custom_id };
-    const stopped = () => {
-      const stopping = this.deps.queries.stopping(batch.id);
-      return stopping ? failed(base, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
-    };
-    if (this.stopping) return undefined;
-    const before = stopped();
-    if (before) return before;
-    try {
-      const response = await engine.infer({
-        endpoint: batch.endpoint,
-        body: { ...request.body, model: request.body.model ?? batch.model },
-        // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
-        // this process is stopping) again once admitted.
-        withdraw: () => {
-          admitted();
-          return this.stopping || Boolean(stopped());
-        },
-        ...lineUrgency(batch),
-        ...(traceparent ? { traceparent } : {}),
-      });
-      const usage = usageOf(response.body);
-      if (response.statusCode < 400) {
-        return { type: 'LineCompleted', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, usage } };
-      }
-      return { type: 'LineFailed', data: { ...base, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
-    } catch (error) {
-      if (error instanceof RequestWithdrawnError && this.stopping) return undefined;
-      if (error instanceof RequestWithdrawnError) return stopped() ?? failed(base, 'batch_cancelled', 'The batch stopped before this request was sent');
-      // Error files are readable by anyone who knows the batch: their messages name no replica,
-      // address or connection error. The detail goes to the log.
-      if (error instanceof ImageFetchError) return failed(base, 'image_fetch_failed', error.message);
-      if (error instanceof EngineUnavailableError) {
-        this.deps.log.warn({ batch_id: batch.id, line, reason: error.detail }, 'no engine answered a batch line');
-        return failed(base, 'engine_unavailable', error.message);
-      }
-      this.deps.log.error({ batch_id: batch.id, line, err: error }, 'a batch line could not be sent');
-      return failed(base, 'engine_unavailable', 'The request could not be sent to an engine');
-    }
+    return recorder.recorded;
   }
 
   private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {
@@ -282,120 +209,4 @@ export class BatchRunner {
 /** A chunk of a work file: each record names its input line. */
 async function* workFileLines(source: AsyncIterable<Buffer>): AsyncGenerator<{ number: number; text: string }> {
   for await (const record of physicalLines(source)) if (!isBlank(record.text)) yield parseWorkRecord(record.text);
-}
-
-/**
- * How the fleet schedules a line: by its batch's deadline, shared fairly between jobs; a batch
- * with no deadline (its job's SLA is none) runs on capacity nobody else wants.
- */
-function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey'> {
-  return batch.expires_at === null
-    ? { serviceClass: 'background', fairnessKey: batch.job_id }
-    : { serviceClass: 'batch', deadline: batch.expires_at * 1000, fairnessKey: batch.job_id };
-}
-
-/** What an engine call's span shows of its answer, by the GenAI semantic conventions. */
-function outcomeAttributes(outcome: LineOutcome): Record<string, string | number> {
-  const { data } = outcome;
-  const body = data.body as { id?: unknown; model?: unknown } | null;
-  return {
-    'gen_ai.usage.input_tokens': data.usage.prompt_tokens,
-    'gen_ai.usage.output_tokens': data.usage.completion_tokens,
-    ...(typeof body?.id === 'string' ? { 'gen_ai.response.id': body.id } : {}),
-    ...(typeof body?.model === 'string' ? { 'gen_ai.response.model': body.model } : {}),
-    ...(data.status_code !== null ? { 'http.response.status_code': data.status_code } : {}),
-    ...(data.request_id !== null ? { 'spool.engine.request_id': data.request_id } : {}),
-  };
-}
-
-function failed(base: { batch_id: string; line: number; custom_id: string }, code: string, message: string): LineOutcome {
-  return { type: 'LineFailed', data: { ...base, request_id: null, status_code: null, body: null, error: { code, message }, usage: ZERO_USAGE } };
-}
-
-/** Counts a chunk's lines sent to the engine and not yet admitted; room() waits while there are `limit`. */
-class WaitingLines {
-  private count = 0;
-  private wake: (() => void) | undefined;
-
-  constructor(private readonly limit: number) {}
-
-  async room(): Promise<void> {
-    while (this.count >= this.limit) await new Promise<void>((resolve) => (this.wake = resolve));
-  }
-
-  /** A line goes to the engine; the returned function says it left the queue (admitted, or finished without a slot), once. */
-  enter(): () => void {
-    this.count++;
-    let left = false;
-    return () => {
-      if (left) return;
-      left = true;
-      this.count--;
-      const wake = this.wake;
-      this.wake = undefined;
-      wake?.();
-    };
-  }
-}
-
-/**
- * One timer for the outcome groups of every chunk a runner holds: their flushes fall in one turn
- * of the event loop, where the embedded log commits their appends together (one fsync for all).
- * With a timer per chunk, 8 chunks made 8 commits where one does. A group still waits at most
- * FLUSH_MS.
- */
-class FlushClock {
-  private readonly due = new Set<() => void>();
-  private timer: NodeJS.Timeout | undefined;
-
-  schedule(flush: () => void): void {
-    this.due.add(flush);
-    this.timer ??= setTimeout(() => this.tick(), FLUSH_MS);
-  }
-
-  cancel(flush: () => void): void {
-    this.due.delete(flush);
-  }
-
-  private tick(): void {
-    this.timer = undefined;
-    const due = [...this.due];
-    this.due.clear();
-    for (const flush of due) flush();
-  }
-}
-
-/** Collects a chunk's outcomes and records them in groups, one append at a time. */
-class OutcomeRecorder {
-  private pending: LineOutcome[] = [];
-  private writing: Promise<unknown> = Promise.resolve();
-  private failure: unknown;
-  private readonly flushNow = () => this.flush();
-
-  constructor(private readonly log: LineOutcomeLog, private readonly chunk: ChunkRow, private readonly clock: FlushClock) {}
-
-  add(outcome: LineOutcome): void {
-    this.pending.push(outcome);
-    if (this.pending.length >= FLUSH_LINES) this.flush();
-    else this.clock.schedule(this.flushNow);
-  }
-
-  private flush(): void {
-    this.clock.cancel(this.flushNow);
-    if (this.pending.length === 0) return;
-    const group = this.pending;
-    this.pending = [];
-    this.writing = this.writing
-      .then(() => this.log.record(this.chunk.batch_id, this.chunk.chunk, group, CORRELATION))
-      .catch((error: unknown) => {
-        this.failure ??= error;
-      });
-  }
-
-  async close(): Promise<void> {
-    this.flush();
-    await this.writing;
-    this.log.forget(this.chunk.batch_id, this.chunk.chunk);
-    if (this.failure) throw this.failure;
-  }
 }

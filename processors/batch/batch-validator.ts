@@ -11,7 +11,7 @@ import {
   checkInputLine,
   isBlank,
 } from '../../src/domain/batch-input.js';
-import type { BatchError, BatchFacts, ChunkSpec } from '../../src/domain/batch.js';
+import { type BatchError, type BatchFacts, type ChunkSpec, awaitsValidation } from '../../src/domain/batch.js';
 import { DEFAULT_UPLOAD_LIMITS, fileDecider } from '../../src/domain/file.js';
 import { fileStreamName } from '../../src/domain/stream-names.js';
 import type { EngineDirectory } from '../../src/engine/engine.js';
@@ -20,6 +20,7 @@ import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
 import { PrefixSignatureTable, prefixSignature } from '../../src/domain/prefix-order.js';
 import { physicalLines } from './jsonl-lines.js';
 import { RequestLines, WorkFileWriter } from './work-file-writer.js';
+import type { BatchesQueries } from '../../projections/batches-projection.js';
 
 const CORRELATION = { correlationId: 'batch-validator' };
 
@@ -33,6 +34,8 @@ export class BatchValidator {
       eventStore: EventStore;
       blobStore: BlobStore;
       batches: BatchLifecycle;
+      /** The batches read model, which holds at least the event behind the message being handled. */
+      queries: Pick<BatchesQueries, 'get'>;
       engines: EngineDirectory;
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn'>;
@@ -55,9 +58,16 @@ export class BatchValidator {
     },
   ) {}
 
+  /**
+   * Validates the batch if its validation may still land. A batch the read models show past that
+   * is left alone without reading its stream (the embedded relay republishes the whole log at every
+   * start); the stream's state has the last word.
+   */
   async validate(batchId: string): Promise<void> {
+    const shown = this.deps.queries.get(batchId);
+    if (!shown || !awaitsValidation(shown)) return;
     const state = await this.deps.batches.state(batchId);
-    if (state.status !== 'validating' || state.stopping) return;
+    if (state.status === 'absent' || !awaitsValidation(state)) return;
     const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batchId, 'validate batch', { attributes: { 'spool.batch.id': batchId } });
     try {
       const outcome = await this.validateFile(batchId, state.facts);

@@ -13,7 +13,9 @@ import {
 import { preparePrivateDatabaseFile } from '../../src/platform/private-files.js';
 import { type MessageLog, type OutgoingMessage, partitionFor } from '../../src/message-log/message-log.js';
 import { type Backoff, backoffDelay } from '../../src/platform/retry.js';
-import { BATCH_EVENTS_TOPIC, type BatchEventMessage, type MessageSchemas, WORK_TOPICS, type WorkMessage } from '../../src/messages/topics.js';
+import { BATCH_EVENTS_TOPIC, type MessageSchemas, WORK_TOPICS } from '../../src/messages/topics.js';
+import type { BatchEventMessage } from '../../src/messages/batch-event-message.js';
+import type { WorkMessage } from '../../src/messages/work-message.js';
 
 /** Where the relay has got to in the event log. */
 export interface RelayCheckpoint {

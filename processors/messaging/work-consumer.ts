@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import type { Projector } from '../../projections/projector.js';
 import { type EventStore, type Position, comparePositions, positionFromString } from '../../src/event-store/event-store.js';
 import type { Consumer, MessageLog } from '../../src/message-log/message-log.js';
-import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../../src/messages/topics.js';
+import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS } from '../../src/messages/topics.js';
+import type { WorkMessage } from '../../src/messages/work-message.js';
 import { ChunkInterruptedError } from '../batch/batch-runner.js';
 
 /** How long a message waits for this process's read models to reach the event behind it. */

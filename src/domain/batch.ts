@@ -172,6 +172,14 @@ export function runsLines(status: BatchStatus): boolean {
   return status === 'in_progress' || status === 'cancelling';
 }
 
+/**
+ * Whether a validation's result may still land: the batch is validating and nothing winds it
+ * down (a batch cancelled or expiring while it was validated is wound down by the finalizer).
+ */
+export function awaitsValidation(batch: { readonly status: BatchStatus; readonly stopping: 'cancelled' | 'expired' | null }): boolean {
+  return batch.status === 'validating' && !batch.stopping;
+}
+
 /** Whether every line settled moves the batch on to finalizing: it runs and nothing winds it down. */
 export function mayBeginFinalizing(batch: { readonly status: BatchStatus; readonly stopping: 'cancelled' | 'expired' | null }): boolean {
   return batch.status === 'in_progress' && !batch.stopping;
@@ -205,8 +213,7 @@ export function decideBatch(command: BatchCommand, state: BatchState): E.Either<
   const final = FINAL_STATUSES.includes(state.status);
   switch (command.type) {
     case 'RecordValidation':
-      // A batch cancelled or expiring while it was validated is wound down by the finalizer.
-      if (state.status !== 'validating' || state.stopping) return E.right([]);
+      if (!awaitsValidation(state)) return E.right([]);
       return E.right([
         command.outcome.ok
           ? { type: 'BatchValidated', data: { batch_id, ...command.outcome.validation, in_progress_at: command.at } }

@@ -9,6 +9,8 @@ import {
   handlerRetryDelay,
   partitionOf,
 } from './message-log.js';
+import { partitionKey } from './partition-key.js';
+import { PartitionWindow } from './partition-window.js';
 
 interface Stored {
   readonly key: string;
@@ -117,8 +119,8 @@ class PartitionWorker {
   revoked = false;
   readonly done: Promise<void>;
   private readonly running = new Set<Promise<void>>();
-  /** Finished offsets above the committed prefix. */
-  private readonly finished = new Set<number>();
+  /** The messages handed and which of them finished: what may be committed. */
+  private readonly window = new PartitionWindow();
   /** Whether this worker holds one of the member's slots (a partition being consumed). */
   private holding = false;
 
@@ -141,7 +143,7 @@ class PartitionWorker {
   }
 
   private get key(): string {
-    return `${this.topic}/${this.partitionIndex}`;
+    return partitionKey(this.topic, this.partitionIndex);
   }
 
   wake(): void {
@@ -189,25 +191,26 @@ class PartitionWorker {
   }
 
   private start(message: DeliveredMessage): void {
-    const offset = Number(message.offset);
+    const offset = BigInt(message.offset);
+    this.window.hand(offset);
     const work: Promise<void> = this.handle(message).then((handled) => {
       this.running.delete(work);
-      if (handled && !this.member.abandoned) this.finish(offset);
+      if (handled && !this.member.abandoned && this.window.finish(offset)) void this.window.commit(this.commitTo);
       this.wake();
     });
     this.running.add(work);
   }
 
-  /** Marks a message finished and commits the prefix of finished messages it may complete. */
-  private finish(offset: number): void {
+  /**
+   * Commits in memory, at once. Only forward: a member joining the group at the latest offset may
+   * have moved the group's offset past this worker's prefix.
+   */
+  private readonly commitTo = (offset: bigint): boolean => {
     const group = this.member.group;
-    this.finished.add(offset);
-    let committed = Math.max(group.committed.get(this.key) ?? 0, this.partition.firstOffset);
-    if (!this.finished.has(committed)) return;
-    while (this.finished.delete(committed)) committed++;
-    group.committed.set(this.key, committed);
+    group.committed.set(this.key, Math.max(group.committed.get(this.key) ?? 0, Number(offset)));
     this.log.trim(this.topic, this.partitionIndex);
-  }
+    return true;
+  };
 
   /** Runs the handler until it succeeds; false if the member left or lost the partition meanwhile. */
   private async handle(message: DeliveredMessage): Promise<boolean> {
@@ -242,7 +245,7 @@ class Group {
       if (member.options.startAt !== 'latest') continue;
       // As Kafka's offset reset to the latest: partitions the group has committed nothing on start at their end.
       for (let index = 0; index < this.log.partitionCount(topic); index++) {
-        const key = `${topic}/${index}`;
+        const key = partitionKey(topic, index);
         if (!this.committed.has(key)) this.committed.set(key, this.log.partition(topic, index).endOffset);
       }
     }
@@ -266,7 +269,7 @@ class Group {
       const members = this.members.filter((member) => member.options.topics.includes(topic));
       const count = this.log.partitionCount(topic);
       for (let index = 0; index < count; index++) {
-        const key = `${topic}/${index}`;
+        const key = partitionKey(topic, index);
         const owner = members.length > 0 ? members[index % members.length] : undefined;
         const current = this.owners.get(key);
         if (current && current.member === owner && !current.revoked) continue;
@@ -353,7 +356,7 @@ export class EmbeddedMessageLog implements MessageLog {
     const partition = this.partition(topic, index);
     let lowest = partition.endOffset;
     for (const group of this.groups.values()) {
-      if (group.consumedTopics.has(topic)) lowest = Math.min(lowest, group.committed.get(`${topic}/${index}`) ?? 0);
+      if (group.consumedTopics.has(topic)) lowest = Math.min(lowest, group.committed.get(partitionKey(topic, index)) ?? 0);
     }
     partition.trimBelow(Math.min(lowest, partition.endOffset - (this.options.retain ?? 1_000)));
   }

@@ -11,6 +11,7 @@ import {
   handlerRetryDelay,
 } from './message-log.js';
 import { quietKafkajsNegativeTimeouts } from './kafkajs-timer-warning.js';
+import { partitionKey } from './partition-key.js';
 import { PartitionWindow } from './partition-window.js';
 
 export interface KafkaSettings {
@@ -153,9 +154,6 @@ interface HeldPartition {
   readonly window: PartitionWindow;
   /** Taken from this member by a rebalance: nothing more is started or committed for it. */
   revoked: boolean;
-  /** The offset last committed, and the commits in order (a later prefix never lands first). */
-  committed: bigint | undefined;
-  committing: Promise<void>;
 }
 
 class KafkaGroupMember implements Consumer {
@@ -273,10 +271,10 @@ class KafkaGroupMember implements Consumer {
   }
 
   private heldPartition(topic: string, partition: number): HeldPartition {
-    const key = `${topic}|${partition}`;
+    const key = partitionKey(topic, partition);
     let held = this.held.get(key);
     if (!held) {
-      held = { topic, partition, window: new PartitionWindow(), revoked: false, committed: undefined, committing: Promise.resolve() };
+      held = { topic, partition, window: new PartitionWindow(), revoked: false };
       this.held.set(key, held);
     }
     return held;
@@ -322,19 +320,18 @@ class KafkaGroupMember implements Consumer {
 
   /** Commits the partition's finished prefix, after the commits before it. */
   private commit(held: HeldPartition): Promise<void> {
-    held.committing = held.committing.then(async () => {
-      const offset = held.window.commitOffset;
-      if (this.abandoned || held.revoked || offset === undefined || offset === held.committed) return;
+    return held.window.commit(async (offset) => {
+      if (this.abandoned || held.revoked) return false;
       try {
         await this.consumer!.commitOffsets([{ topic: held.topic, partition: held.partition, offset: offset.toString() }]);
-        held.committed = offset;
+        return true;
       } catch (error) {
         // The partition moved to another member meanwhile: it will handle the messages again,
         // and handlers are idempotent.
         this.log.warn({ err: error, topic: held.topic, partition: held.partition, offset: offset.toString() }, 'offset not committed; messages will be delivered again');
+        return false;
       }
     });
-    return held.committing;
   }
 
   /** Runs the handler until it succeeds; false if the member left meanwhile. */

@@ -1,8 +1,15 @@
 /**
+ * Commits an offset; says whether it is now committed (a refusal is `false`, never a throw). A
+ * commit that needs no I/O answers at once.
+ */
+export type CommitOffset = (offset: bigint) => boolean | Promise<boolean>;
+
+/**
  * The messages of one partition a consumer holds: handed to the handler in offset order, finished
  * in any order. Only the contiguous finished prefix may be committed, so a member that dies
- * redelivers every message not known to be finished. Offsets are Kafka's (64-bit, possibly with
- * gaps), kept as bigint.
+ * redelivers every message not known to be finished; commits go out one after another, so a
+ * later prefix never lands first. Both message log adapters keep one per partition a member
+ * holds. Offsets are Kafka's (64-bit, possibly with gaps), kept as bigint.
  */
 export class PartitionWindow {
   /** Handed messages not yet part of the finished prefix, in offset order. */
@@ -10,6 +17,10 @@ export class PartitionWindow {
   private unfinishedCount = 0;
   private lastHanded: bigint | undefined;
   private prefixEnd: bigint | undefined;
+  /** The offset committed last. */
+  private committed: bigint | undefined;
+  /** The commit under way, if one is: the next waits for it. */
+  private committing: Promise<void> | undefined;
   private woken: () => void = () => undefined;
   private change = this.nextChange();
 
@@ -48,6 +59,37 @@ export class PartitionWindow {
   /** The offset to commit (the one after the finished prefix), if anything finished. */
   get commitOffset(): bigint | undefined {
     return this.prefixEnd;
+  }
+
+  /**
+   * Commits the finished prefix through `commitTo`, unless it is the offset committed last: at
+   * once when no commit is under way (one that needs no I/O is done when this returns), else once
+   * the one under way is done, with the prefix as it is then. A refused commit leaves the last one
+   * standing, and the next commit sends the prefix again.
+   */
+  commit(commitTo: CommitOffset): Promise<void> {
+    const previous = this.committing;
+    const step = previous ? previous.then(() => this.commitPrefix(commitTo)) : this.commitPrefix(commitTo);
+    if (!step) return Promise.resolve();
+    const committing: Promise<void> = step.finally(() => {
+      if (this.committing === committing) this.committing = undefined;
+    });
+    this.committing = committing;
+    return committing;
+  }
+
+  /** Commits the prefix if it moved since the last commit; a promise only while `commitTo` works on it. */
+  private commitPrefix(commitTo: CommitOffset): Promise<void> | undefined {
+    const offset = this.prefixEnd;
+    if (offset === undefined || offset === this.committed) return undefined;
+    const answer = commitTo(offset);
+    if (typeof answer === 'boolean') {
+      if (answer) this.committed = offset;
+      return undefined;
+    }
+    return answer.then((done) => {
+      if (done) this.committed = offset;
+    });
   }
 
   /** Resolves at the next change: a message finishing, or `wake()`. */

@@ -4,6 +4,9 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsPlugin from 'ajv-formats';
 import { schemasDir } from '../platform/package-root.js';
 import type { TopicSpec } from '../message-log/message-log.js';
+import type { BatchEventMessage } from './batch-event-message.js';
+import type { InteractiveLoadMessage } from './interactive-load-message.js';
+import type { WorkMessage } from './work-message.js';
 
 /** The public topic downstream consumers subscribe to: every change in every batch's life. */
 export const BATCH_EVENTS_TOPIC = 'batch-events';
@@ -15,16 +18,6 @@ export const BATCH_EVENTS_TOPIC = 'batch-events';
  */
 export const INTERACTIVE_LOAD_TOPIC = 'spool.fleet.interactive-load';
 
-export interface InteractiveLoadMessage {
-  model: string;
-  source: string;
-  arrivals_per_second: number;
-  latency_ms: number;
-  /** How much later than the engine's floor its requests came lately (median, ms); absent with too few. */
-  queued_ms?: number;
-  at: number;
-}
-
 /** Work topics, one per processor kind; each kind is one consumer group. */
 export const WORK_TOPICS = {
   validator: 'spool.batch.validate',
@@ -35,25 +28,6 @@ export const WORK_TOPICS = {
 
 export type ProcessorKind = keyof typeof WORK_TOPICS;
 export const PROCESSOR_KINDS = Object.keys(WORK_TOPICS) as ProcessorKind[];
-
-export type WorkMessage =
-  | { kind: 'validate-batch'; batch_id: string; position: string; event_id: string }
-  | { kind: 'run-chunk'; batch_id: string; chunk: number; position: string; event_id: string }
-  | { kind: 'finalize-batch'; batch_id: string; position: string; event_id: string }
-  | { kind: 'sync-weights'; model: string; position: string; event_id: string };
-
-export interface BatchEventMessage {
-  event_id: string;
-  event_type: string;
-  schema_version: number;
-  batch_id: string;
-  status: string | null;
-  stream: string;
-  revision: number;
-  position: string;
-  recorded_at: number;
-  data: Record<string, unknown>;
-}
 
 /**
  * The topics and their partitions. The inference topic has the most: its partitions are the unit

@@ -19,7 +19,8 @@ import { BlobReferences } from '../application/blob-references.js';
 import type { Clock } from '../platform/clock.js';
 import { type Backoff, retryUntil } from '../platform/retry.js';
 import type { Config } from '../config.js';
-import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../messages/topics.js';
+import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS } from '../messages/topics.js';
+import type { WorkMessage } from '../messages/work-message.js';
 import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -72,6 +73,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       eventStore: adapters.eventStore,
       blobStore: adapters.blobStore,
       batches,
+      queries: batchesQueries,
       engines: fleet,
       clock,
       log: logger.child({ component: 'batch-validator' }),
@@ -81,12 +83,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       prefixOrder: config.batchPrefixOrder,
       scratchDir: scratchDirOf(config),
     });
-    return {
-      concurrency: 2,
-      // The read models hold at least the message's event: a batch they show past validating is
-      // left alone without reading its stream (the embedded relay republishes the whole log at start).
-      handle: (message) => (message.kind === 'validate-batch' && batchesQueries.get(message.batch_id)?.status === 'validating' ? validator.validate(message.batch_id) : Promise.resolve()),
-    };
+    return { concurrency: 2, handle: (message) => (message.kind === 'validate-batch' ? validator.validate(message.batch_id) : Promise.resolve()) };
   },
   inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing }) => {
     const { batches, batchesQueries, outcomes } = parts.application();

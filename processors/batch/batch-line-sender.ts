@@ -1,0 +1,118 @@
+import type { Logger } from 'pino';
+import type { LineOutcome } from '../../src/domain/line-outcome.js';
+import { stoppingCode } from '../../src/domain/batch.js';
+import { type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from '../../src/engine/engine.js';
+import { ImageFetchError } from '../../src/engine/images/image-resolver.js';
+import type { BatchRow, BatchesQueries } from '../../projections/batches-projection.js';
+import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
+import { type BatchLine, answeredLine, unansweredLine } from './chunk-outcome-recorder.js';
+
+/** A batch line's request as the input file holds it. */
+interface LineRequest {
+  readonly custom_id: string;
+  readonly body: Record<string, unknown>;
+}
+
+/**
+ * Sends one batch line to its engine and says its outcome. The line is checked against the
+ * batch's state just before it is sent: once a batch is cancelling or expiring no new line goes
+ * out, and a line left is recorded as batch_cancelled or batch_expired.
+ */
+export class BatchLineSender {
+  constructor(
+    private readonly deps: {
+      queries: Pick<BatchesQueries, 'stopping'>;
+      log: Pick<Logger, 'warn' | 'error'>;
+      tracing?: Tracing;
+      /** Whether this process is stopping: a line not sent yet is then left for the next start. */
+      processStopping: () => boolean;
+    },
+  ) {}
+
+  /**
+   * The line's outcome; undefined when the process stopped before the line was sent.
+   * `admitted`: called once the engine gives the line a slot (or never, if it is not sent).
+   */
+  async send(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
+    const request = JSON.parse(text) as LineRequest;
+    if (this.deps.processStopping()) return undefined;
+    const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
+    const operation = genAiOperation(batch.endpoint);
+    // The GenAI semantic conventions' client span: one per line sent to an engine.
+    const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batch.id, `${operation} ${model}`, {
+      parent: chunkSpan,
+      kind: 'client',
+      attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
+    });
+    try {
+      const outcome = await this.infer(batch, engine, line, request, span.traceparent, admitted);
+      if (outcome) span.setAttributes(outcomeAttributes(outcome));
+      if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
+      return outcome;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async infer(batch: BatchRow, engine: InferenceEngine, line: number, request: LineRequest, traceparent: string | undefined, admitted: () => void): Promise<LineOutcome | undefined> {
+    const subject: BatchLine = { batch_id: batch.id, line, custom_id: request.custom_id };
+    const stopped = () => {
+      const stopping = this.deps.queries.stopping(batch.id);
+      return stopping ? unansweredLine(subject, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
+    };
+    if (this.deps.processStopping()) return undefined;
+    const before = stopped();
+    if (before) return before;
+    try {
+      const response = await engine.infer({
+        endpoint: batch.endpoint,
+        body: { ...request.body, model: request.body.model ?? batch.model },
+        // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
+        // this process is stopping) again once admitted.
+        withdraw: () => {
+          admitted();
+          return this.deps.processStopping() || Boolean(stopped());
+        },
+        ...lineUrgency(batch),
+        ...(traceparent ? { traceparent } : {}),
+      });
+      return answeredLine(subject, response);
+    } catch (error) {
+      if (error instanceof RequestWithdrawnError && this.deps.processStopping()) return undefined;
+      if (error instanceof RequestWithdrawnError) return stopped() ?? unansweredLine(subject, 'batch_cancelled', 'The batch stopped before this request was sent');
+      // Error files are readable by anyone who knows the batch: their messages name no replica,
+      // address or connection error. The detail goes to the log.
+      if (error instanceof ImageFetchError) return unansweredLine(subject, 'image_fetch_failed', error.message);
+      if (error instanceof EngineUnavailableError) {
+        this.deps.log.warn({ batch_id: batch.id, line, reason: error.detail }, 'no engine answered a batch line');
+        return unansweredLine(subject, 'engine_unavailable', error.message);
+      }
+      this.deps.log.error({ batch_id: batch.id, line, err: error }, 'a batch line could not be sent');
+      return unansweredLine(subject, 'engine_unavailable', 'The request could not be sent to an engine');
+    }
+  }
+}
+
+/**
+ * How the fleet schedules a line: by its batch's deadline, shared fairly between jobs; a batch
+ * with no deadline (its job's SLA is none) runs on capacity nobody else wants.
+ */
+function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey'> {
+  return batch.expires_at === null
+    ? { serviceClass: 'background', fairnessKey: batch.job_id }
+    : { serviceClass: 'batch', deadline: batch.expires_at * 1000, fairnessKey: batch.job_id };
+}
+
+/** What an engine call's span shows of its answer, by the GenAI semantic conventions. */
+function outcomeAttributes(outcome: LineOutcome): Record<string, string | number> {
+  const { data } = outcome;
+  const body = data.body as { id?: unknown; model?: unknown } | null;
+  return {
+    'gen_ai.usage.input_tokens': data.usage.prompt_tokens,
+    'gen_ai.usage.output_tokens': data.usage.completion_tokens,
+    ...(typeof body?.id === 'string' ? { 'gen_ai.response.id': body.id } : {}),
+    ...(typeof body?.model === 'string' ? { 'gen_ai.response.model': body.model } : {}),
+    ...(data.status_code !== null ? { 'http.response.status_code': data.status_code } : {}),
+    ...(data.request_id !== null ? { 'spool.engine.request_id': data.request_id } : {}),
+  };
+}

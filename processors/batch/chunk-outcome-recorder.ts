@@ -1,0 +1,138 @@
+import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
+import { type LineOutcome, ZERO_USAGE } from '../../src/domain/line-outcome.js';
+import { type EngineResponse, usageOf } from '../../src/engine/engine.js';
+import type { ChunkRow } from '../../projections/batches-projection.js';
+
+/** Outcomes are recorded in groups: one durable append per group, not per line. */
+const FLUSH_LINES = 256;
+const FLUSH_MS = 200;
+
+/** What every outcome of a batch line names. */
+export interface BatchLine {
+  readonly batch_id: string;
+  readonly line: number;
+  readonly custom_id: string;
+}
+
+/**
+ * The outcome of a line the engine answered: completed below status 400, failed at or above it,
+ * with the engine's own body (and no error of Spool's: the body says what went wrong).
+ */
+export function answeredLine(line: BatchLine, response: EngineResponse): LineOutcome {
+  const usage = usageOf(response.body);
+  if (response.statusCode < 400) {
+    return { type: 'LineCompleted', data: { ...line, request_id: response.requestId, status_code: response.statusCode, body: response.body, usage } };
+  }
+  return { type: 'LineFailed', data: { ...line, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
+}
+
+/** The outcome of a line that got no answer (not sent, or no engine answered): Spool's code and message. */
+export function unansweredLine(line: BatchLine, code: string, message: string): LineOutcome {
+  return { type: 'LineFailed', data: { ...line, request_id: null, status_code: null, body: null, error: { code, message }, usage: ZERO_USAGE } };
+}
+
+/**
+ * Records the line outcomes of the chunks one runner holds. Each chunk's run begins by reading
+ * which of its lines have an outcome already (whoever recorded them: a redelivered chunk runs only
+ * the others), and its outcomes are appended in groups, every chunk's on one timer.
+ */
+export class ChunkOutcomeRecording {
+  private readonly flushes = new FlushClock();
+
+  constructor(
+    private readonly log: LineOutcomeLog,
+    private readonly correlationId: string,
+  ) {}
+
+  /** A run of the chunk, knowing the lines settled before it; close it when the run ends. */
+  async begin(chunk: ChunkRow): Promise<ChunkOutcomeRecorder> {
+    const settled = await this.log.settledLines(chunk.batch_id, chunk.chunk);
+    return new ChunkOutcomeRecorder(this.log, chunk, settled, this.flushes, this.correlationId);
+  }
+}
+
+/** One run's outcomes of one chunk: collected, and recorded in groups, one append at a time. */
+export class ChunkOutcomeRecorder {
+  private pending: LineOutcome[] = [];
+  private writing: Promise<unknown> = Promise.resolve();
+  private failure: unknown;
+  private added = false;
+  private readonly flushNow = () => this.flush();
+
+  constructor(
+    private readonly log: LineOutcomeLog,
+    private readonly chunk: ChunkRow,
+    private readonly settled: ReadonlySet<number>,
+    private readonly clock: FlushClock,
+    private readonly correlationId: string,
+  ) {}
+
+  /** Every line of the chunk had its outcome before the run: there is nothing to send. */
+  get complete(): boolean {
+    return this.settled.size >= this.chunk.lines;
+  }
+
+  /** Whether the line had no outcome when the run began, so the run sends it. */
+  awaits(line: number): boolean {
+    return !this.settled.has(line);
+  }
+
+  /** Whether the run added an outcome (it had lines to record). */
+  get recorded(): boolean {
+    return this.added;
+  }
+
+  add(outcome: LineOutcome): void {
+    this.added = true;
+    this.pending.push(outcome);
+    if (this.pending.length >= FLUSH_LINES) this.flush();
+    else this.clock.schedule(this.flushNow);
+  }
+
+  private flush(): void {
+    this.clock.cancel(this.flushNow);
+    if (this.pending.length === 0) return;
+    const group = this.pending;
+    this.pending = [];
+    this.writing = this.writing
+      .then(() => this.log.record(this.chunk.batch_id, this.chunk.chunk, group, this.correlationId))
+      .catch((error: unknown) => {
+        this.failure ??= error;
+      });
+  }
+
+  /** Records what is left, then forgets the chunk's stream; throws the first append that failed. */
+  async close(): Promise<void> {
+    this.flush();
+    await this.writing;
+    this.log.forget(this.chunk.batch_id, this.chunk.chunk);
+    if (this.failure) throw this.failure;
+  }
+}
+
+/**
+ * One timer for the outcome groups of every chunk a runner holds: their flushes fall in one turn
+ * of the event loop, where the embedded log commits their appends together (one fsync for all).
+ * With a timer per chunk, 8 chunks made 8 commits where one does. A group still waits at most
+ * FLUSH_MS.
+ */
+class FlushClock {
+  private readonly due = new Set<() => void>();
+  private timer: NodeJS.Timeout | undefined;
+
+  schedule(flush: () => void): void {
+    this.due.add(flush);
+    this.timer ??= setTimeout(() => this.tick(), FLUSH_MS);
+  }
+
+  cancel(flush: () => void): void {
+    this.due.delete(flush);
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    const due = [...this.due];
+    this.due.clear();
+    for (const flush of due) flush();
+  }
+}
