@@ -1,8 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { startSpoolCli, waitForReady } from '../test/support/processes.js';
+import { startNode, startSpoolCli, waitForReady } from '../test/support/processes.js';
 
 export const BENCH_API_KEY = 'bench-api-key-0123456789';
 
@@ -17,16 +17,34 @@ export interface SpoolProcess {
  * stops (summarise one with `node dist/bench/profile-summary.js FILE`); BENCH_SPOOL_NODE_OPTIONS
  * becomes its NODE_OPTIONS (e.g. --max-old-space-size=96, to see what memory a run needs).
  */
-export async function startSpool(dataDir: string, env: Record<string, string> = {}): Promise<SpoolProcess> {
+export async function startSpool(dataDir: string, env: Record<string, string> = {}, build?: string): Promise<SpoolProcess> {
   const profileDir = process.env.BENCH_PROFILE;
   if (profileDir) mkdirSync(profileDir, { recursive: true });
-  const { child, url } = await startSpoolCli(
-    ['serve'],
-    { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env },
-    profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
-  );
+  const processEnv = { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env };
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+  const { child, url } = build
+    ? await startNode(builtCli(build), ['serve'], processEnv, /"url":"(http:\/\/[^"]+)"/, nodeArgs).then(({ child, match }) => ({ child, url: match[1]! }))
+    : await startSpoolCli(['serve'], processEnv, nodeArgs);
   await waitForReady(url, 60_000);
   return { child, url };
+}
+
+/**
+ * BENCH_PREVIOUS_BUILD: the root of another checkout of Spool, built (`npm ci && npm run build`),
+ * which the benchmarks that compare builds run side by side with this one in the same run.
+ */
+export function previousBuild(): string | undefined {
+  const root = process.env.BENCH_PREVIOUS_BUILD;
+  if (!root) return undefined;
+  builtCli(root);
+  return root;
+}
+
+/** The command-line entry of a built checkout (it moved between releases). */
+function builtCli(root: string): string {
+  const cli = ['dist/src/process/cli.js', 'dist/src/cli.js'].map((path) => join(root, path)).find((path) => existsSync(path));
+  if (!cli) throw new Error(`BENCH_PREVIOUS_BUILD=${root}: no built Spool there (run npm ci && npm run build in it)`);
+  return cli;
 }
 
 /** When each event type was first and last recorded in a data directory's embedded log (ms). */

@@ -17,10 +17,8 @@ export default defineConfig({
       'test/interactive-load-exchange.test.ts',
       // The fleet scheduler's pure modules and the processors' timer.
       'test/scheduler.test.ts',
-      'test/adaptive-concurrency.test.ts',
       'test/engine-capacity.test.ts',
       'test/interactive-objective.test.ts',
-      'test/adaptive-concurrency-probes.test.ts',
       'test/interactive-headroom.test.ts',
       'test/engine-load-metrics.test.ts',
       'test/engine-priority.test.ts',

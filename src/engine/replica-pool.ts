@@ -1,4 +1,4 @@
-import { AdaptiveConcurrency, type RequestOutcome } from './scheduling/adaptive-concurrency.js';
+import { EngineCapacity, type RequestOutcome } from './scheduling/engine-capacity.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
@@ -25,7 +25,7 @@ export interface PoolSettings {
 
 interface Member {
   readonly replica: Replica;
-  readonly capacity: AdaptiveConcurrency;
+  readonly capacity: EngineCapacity;
   /** The configured concurrency, used as is when capacity is not learned. */
   readonly ceiling: number;
   readonly health: ReplicaHealth;
@@ -46,8 +46,8 @@ const transient = (response: EngineResponse) => response.statusCode === 429 || r
  * The replicas of one model, behind one scheduler (scheduler.ts): interactive requests before
  * batch lines, batch lines by deadline and fair between jobs, background work last, and batch
  * work kept below capacity by a headroom that follows the interactive load. Each replica's
- * capacity is learned from its answers (adaptive-concurrency.ts), its configured concurrency a
- * ceiling. A replica that gives no answer, or keeps answering 5xx, is left out for a while and
+ * capacity is learned from its answers' throughput and its load gauges (engine-capacity.ts), its
+ * configured concurrency a ceiling. A replica that gives no answer, or keeps answering 5xx, is left out for a while and
  * health-checked back in (replica-health.ts); transient failures are retried on the others with
  * backoff. Another process's interactive requests queueing inside the engines are made room for
  * (interactive-yield.ts).
@@ -70,7 +70,7 @@ export class ReplicaPool implements InferenceEngine {
     if (replicas.length === 0) throw new Error(`model ${model} has no replica`);
     this.members = replicas.map(({ replica, concurrency }) => {
       // The built-in model runs on this process's event loop: its concurrency is what it is told.
-      const capacity = new AdaptiveConcurrency({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) });
+      const capacity = new EngineCapacity({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) });
       return { replica, capacity, ceiling: concurrency, health: new ReplicaHealth(settings.cooldownMs), yielding: new ReplicaYield(capacity) };
     });
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;

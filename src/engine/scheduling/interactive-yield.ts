@@ -1,4 +1,4 @@
-import type { AdaptiveConcurrency } from './adaptive-concurrency.js';
+import type { EngineCapacity } from './engine-capacity.js';
 
 // Yielding to another process's interactive requests, on the scaled-out shape where the API and
 // the inference processors share engines but not a scheduler: the API measures how long its
@@ -49,12 +49,12 @@ export class ReplicaYield {
   /** Per API process, its reports in a row of interactive requests queueing above the slack. */
   private readonly queueingReports = new Map<string, number>();
 
-  constructor(private readonly capacity: AdaptiveConcurrency) {}
+  constructor(private readonly capacity: Pick<EngineCapacity, 'latencyFloorMs' | 'yieldSlot'>) {}
 
   /**
    * A report from API process `source` that its interactive requests were answered `queuedMs`
    * later than uncrowded (undefined: too few answers to say). Once queueing persists, one slot
-   * back (AdaptiveConcurrency.yieldSlot), at most one per YIELD_GAP_MS, and only when
+   * back (EngineCapacity.yieldSlot), at most one per YIELD_GAP_MS, and only when
    * `fillsItsShare()`: work this process holds back is all that can make room, so a replica it
    * hardly uses is not the cause.
    */
