@@ -1,4 +1,4 @@
-// The lines of a batch's output and error files, and where a chunk's are kept once rendered. Pure:
+// The lines of a batch's output and error files (where a chunk's are kept once rendered: blob-keys.ts). Pure:
 // the same outcomes always render to the same bytes, so a chunk rendered while the batch runs and
 // one rendered by the finalizer are interchangeable.
 import { derivedId } from './derived-ids.js';
@@ -25,15 +25,4 @@ export function renderChunk(batchId: string, kind: OutputKind, outcomes: Readonl
   let text = '';
   for (const outcome of outcomes) text += outputLine(batchId, kind, outcome) ?? '';
   return text;
-}
-
-/** Where a chunk's rendered lines of one file are kept while its batch runs (both files' parts, even empty). */
-export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind): string => `batches/${batchId}/parts/${chunk}.${kind}.jsonl`;
-
-/** The prefix under which all of a batch's chunk parts are kept. */
-export const chunkPartsPrefix = (batchId: string): string => `batches/${batchId}/parts/`;
-
-/** The batch whose chunk part a blob key names, or undefined for any other key. */
-export function batchIdOfChunkPartKey(key: string): string | undefined {
-  return /^batches\/([^/]+)\/parts\/\d+\.(?:output|error)\.jsonl$/.exec(key)?.[1];
 }
