@@ -2,6 +2,7 @@
 // the same outcomes always render to the same bytes, so a chunk rendered while the batch runs and
 // one rendered by the finalizer are interchangeable.
 import { derivedId } from './derived-ids.js';
+import { ID_PREFIX } from './id-prefixes.js';
 import type { LineCompletedData, LineFailedData } from './line-outcome.js';
 
 export type OutputKind = 'output' | 'error';
@@ -12,12 +13,15 @@ export function outputLine(batchId: string, kind: OutputKind, data: LineComplete
   if ((kind === 'error') !== failed) return undefined;
   const response = data.status_code === null ? null : { status_code: data.status_code, request_id: data.request_id, body: data.body };
   return `${JSON.stringify({
-    id: derivedId('batch_req_', `${batchId}/line/${data.line}`),
+    id: derivedId(ID_PREFIX.batchRequest, `${batchId}/line/${data.line}`),
     custom_id: data.custom_id,
     response,
     error: failed ? ((data as LineFailedData).error ?? null) : null,
   })}\n`;
 }
+
+/** The id of a batch's output or error file: the same whichever finalizer writes it. */
+export const outputFileId = (batchId: string, kind: OutputKind): string => derivedId(ID_PREFIX.file, `${batchId}/${kind}`);
 
 /** A chunk's lines of one file, in line order (`outcomes` sorted by line). */
 export function renderChunk(batchId: string, kind: OutputKind, outcomes: ReadonlyArray<LineCompletedData | LineFailedData>): string {

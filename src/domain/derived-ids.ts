@@ -38,7 +38,7 @@ function orderedUuidPrefix(name: string): string {
   return prefix;
 }
 
-/** A stable id derived from a name, with a prefix: `file-…` for a batch's output file, `batch_req_…` for a line. */
+/** A stable id derived from a name, with its kind's prefix (id-prefixes.ts): a batch's output file, a line, a webhook event. */
 export function derivedId(prefix: string, name: string): string {
   return `${prefix}${createHash('sha256').update(name).digest('hex').slice(0, 24)}`;
 }
