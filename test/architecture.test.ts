@@ -115,4 +115,11 @@ describe('the import rule', () => {
   it('holds everywhere but the known violations, which may only shrink', () => {
     expect(violations()).toEqual([...KNOWN_VIOLATIONS].sort());
   });
+
+  // The domain is pure: the same arguments give the same answer in any process at any time, so it
+  // keeps nothing between calls (a memo belongs to whoever calls it, as LineOutcomeLog's id maker).
+  it('keeps src/domain free of module-level mutable state', () => {
+    const mutable = /^(?:export\s+)?(?:let|var)\s|^(?:export\s+)?const\s+\w+(?:\s*:[^=]+)?\s*=\s*new\s+(?:Map|Set|WeakMap|WeakSet|Array)\b/m;
+    expect(sourceFiles('src/domain').filter((file) => mutable.test(readFileSync(join(root, file), 'utf8')))).toEqual([]);
+  });
 });

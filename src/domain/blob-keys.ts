@@ -29,8 +29,6 @@ export type ParsedBlobKey =
   | { readonly kind: 'work'; readonly batchId: string }
   | { readonly kind: 'part'; readonly batchId: string; readonly chunk: number; readonly output: OutputKind };
 
-export type BlobKind = ParsedBlobKey['kind'];
-
 /** What a blob key says; undefined for a key none of the makers above produces. */
 export function parseBlobKey(key: string): ParsedBlobKey | undefined {
   const [folder, id, ...rest] = key.split('/');

@@ -19,5 +19,3 @@ export const ID_PREFIX = {
   response: 'resp_',
   responseMessage: 'msg_',
 } as const;
-
-export type IdKind = keyof typeof ID_PREFIX;

@@ -3,7 +3,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
-import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
+import { DEFAULT_CHECKPOINT, createCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
 import { Fleet } from './fleet.js';
 import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
