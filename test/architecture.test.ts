@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 // nothing of the project's but itself; the application layer depends on neither driver (src/http,
 // processors/); the two drivers do not depend on each other; read models do not depend on the
 // application layer; adapters depend on the domain and the platform at most, never on one another;
-// configuration knows nothing of the engine or the HTTP layer. Read from the import statements of
+// configuration knows nothing of the engine or the HTTP layer. The domain uses no package but fp-ts
+// and Node's built-ins, and only the schema loader holds Ajv. Read from the import statements of
 // the source files themselves.
 
 const root = resolve(import.meta.dirname, '..');
@@ -19,13 +20,26 @@ function sourceFiles(folder: string): string[] {
     .map((entry) => relative(root, join(entry.parentPath, entry.name)));
 }
 
-/** The project files a source file imports (static, re-exported and dynamic), relative to the root. */
-function projectImports(file: string): string[] {
+/** What a source file imports (static, re-exported and dynamic), as written. */
+function importSpecifiers(file: string): string[] {
   const text = readFileSync(join(root, file), 'utf8');
-  const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?\bfrom\s+['"]([^'"]+)['"]|\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)|(?:^|\n)\s*import\s+['"]([^'"]+)['"]/g)].map(
+  return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?\bfrom\s+['"]([^'"]+)['"]|\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)|(?:^|\n)\s*import\s+['"]([^'"]+)['"]/g)].map(
     (match) => match[1] ?? match[2] ?? match[3]!,
   );
-  return specifiers.filter((specifier) => specifier.startsWith('.')).map((specifier) => relative(root, resolve(dirname(join(root, file)), specifier)).replace(/\.js$/, '.ts'));
+}
+
+/** The project files a source file imports, relative to the root. */
+function projectImports(file: string): string[] {
+  return importSpecifiers(file)
+    .filter((specifier) => specifier.startsWith('.'))
+    .map((specifier) => relative(root, resolve(dirname(join(root, file)), specifier)).replace(/\.js$/, '.ts'));
+}
+
+/** The packages a source file imports (Node's built-ins as `node:…`), by package name. */
+function packageImports(file: string): string[] {
+  return importSpecifiers(file)
+    .filter((specifier) => !specifier.startsWith('.'))
+    .map((specifier) => (specifier.startsWith('node:') ? specifier : specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/')));
 }
 
 interface Rule {
@@ -68,6 +82,23 @@ const RULES: readonly Rule[] = [
   { name: 'the tests import nothing of bench/', from: 'test', forbidden: (target) => target.startsWith('bench/') },
 ];
 
+interface PackageRule {
+  readonly name: string;
+  readonly from: string;
+  readonly forbidden: (name: string, file: string) => boolean;
+}
+
+/** The same for packages (by name; Node's built-ins as `node:…`). */
+const PACKAGE_RULES: readonly PackageRule[] = [
+  { name: "src/domain imports no package but fp-ts and Node's built-ins", from: 'src/domain', forbidden: (name) => name !== 'fp-ts' && !name.startsWith('node:') },
+  // The schema loader owns the Ajv instances and the one wording of a schema's problems.
+  ...['src', 'processors', 'projections', 'bench'].map((folder) => ({
+    name: `${folder}: Ajv is imported by the schema loader (src/platform/schemas.ts) alone`,
+    from: folder,
+    forbidden: (name: string, file: string) => (name === 'ajv' || name === 'ajv-formats') && file !== 'src/platform/schemas.ts',
+  })),
+];
+
 /**
  * Imports that break the rule today and wait for a later move. This list may only shrink: a new
  * entry is a new violation, and an entry that no longer occurs must be removed.
@@ -81,6 +112,11 @@ function violations(): string[] {
       for (const target of projectImports(file)) if (rule.forbidden(target)) found.push(`${file} → ${target}`);
     }
   }
+  for (const rule of PACKAGE_RULES) {
+    for (const file of sourceFiles(rule.from)) {
+      for (const name of packageImports(file)) if (rule.forbidden(name, file)) found.push(`${file} → package ${name}`);
+    }
+  }
   return found.sort();
 }
 
@@ -89,6 +125,8 @@ describe('the import rule', () => {
     expect(projectImports('src/application/batch-lifecycle.ts')).toContain('src/domain/batch.ts');
     expect(projectImports('src/wiring/workers.ts').some((target) => target.startsWith('processors/'))).toBe(true);
     expect(sourceFiles('src/domain')).toContain('src/domain/decider.ts');
+    expect(packageImports('src/platform/schemas.ts')).toEqual(expect.arrayContaining(['node:fs', 'ajv', 'ajv-formats']));
+    expect(packageImports('src/http/app.ts')).toContain('@fastify/multipart');
   });
 
   it('reads the imports of a rule that names one file', () => {
@@ -98,5 +136,12 @@ describe('the import rule', () => {
 
   it('holds everywhere but the known violations, which may only shrink', () => {
     expect(violations()).toEqual([...KNOWN_VIOLATIONS].sort());
+  });
+
+  // The domain is pure: the same arguments give the same answer in any process at any time, so it
+  // keeps nothing between calls (a memo belongs to whoever calls it, as LineOutcomeLog's id maker).
+  it('keeps src/domain free of module-level mutable state', () => {
+    const mutable = /^(?:export\s+)?(?:let|var)\s|^(?:export\s+)?const\s+\w+(?:\s*:[^=]+)?\s*=\s*new\s+(?:Map|Set|WeakMap|WeakSet|Array)\b/m;
+    expect(sourceFiles('src/domain').filter((file) => mutable.test(readFileSync(join(root, file), 'utf8')))).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// The fast tier: pure domain specs, the scheduler's pure modules, the architecture rule, and the
+// The fast tier: pure domain specs, the scheduler's pure modules, the architecture rule, the schema loader, and the
 // embedded adapters' contract suites. Nothing here needs the S3 server or the Kafka broker, so there is no global setup.
 export default defineConfig({
   test: {
@@ -8,6 +8,7 @@ export default defineConfig({
     include: [
       'test/domain/**/*.test.ts',
       'test/architecture.test.ts',
+      'test/schemas.test.ts',
       'test/wiring-lifecycle.test.ts',
       'test/event-store.sqlite.test.ts',
       'test/blob-store.local.test.ts',

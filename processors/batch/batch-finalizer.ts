@@ -5,11 +5,10 @@ import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
 import type { FileRegistry } from '../../src/application/file-registry.js';
 import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
 import type { LineCompletedData, LineFailedData } from '../../src/domain/line-outcome.js';
-import { type OutputKind, outputLine, renderChunk } from '../../src/domain/batch-output.js';
+import { type OutputKind, outputFileId, outputLine, renderChunk } from '../../src/domain/batch-output.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { mayBeginFinalizing, readyToFinish } from '../../src/domain/batch.js';
 import type { FileFacts } from '../../src/domain/file.js';
-import { derivedId } from '../../src/domain/derived-ids.js';
 import { type ChunkOutputParts, inLineOrder } from './chunk-output-parts.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batches-projection.js';
 import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
@@ -111,7 +110,7 @@ export class BatchFinalizer {
 
   /** Writes and registers the batch's output or error file; `partChunks`: how many chunks were copied from their parts. */
   private async writeFile(batch: BatchRow, kind: OutputKind): Promise<{ fileId: string; partChunks: number }> {
-    const fileId = derivedId('file-', `${batch.id}/${kind}`);
+    const fileId = outputFileId(batch.id, kind);
     const store = async (useParts: boolean) => {
       const copied = { partChunks: 0, lines: 0 };
       const content = await this.deps.files.storeContent(fileId, this.lines(batch, kind, copied, useParts), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });

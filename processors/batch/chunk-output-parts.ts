@@ -2,7 +2,8 @@ import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
 import { type BlobStore, BlobNotFoundError } from '../../src/blob-store/blob-store.js';
-import { type OutputKind, chunkPartBlobKey, chunkPartsPrefix, renderChunk } from '../../src/domain/batch-output.js';
+import { type OutputKind, renderChunk } from '../../src/domain/batch-output.js';
+import { chunkPartBlobKey, chunkPartsPrefix } from '../../src/domain/blob-keys.js';
 import type { LineCompletedData, LineFailedData } from '../../src/domain/line-outcome.js';
 import type { RecordedEvent } from '../../src/event-store/event-store.js';
 

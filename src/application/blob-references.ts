@@ -1,11 +1,9 @@
 import type { FilesQueries } from '../../projections/files-projection.js';
 import { FINAL_STATUSES, batchDecider } from '../domain/batch.js';
 import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
-import { batchIdOfWorkFileKey } from '../domain/work-file.js';
-import { batchIdOfChunkPartKey } from '../domain/batch-output.js';
+import { parseBlobKey } from '../domain/blob-keys.js';
 import { loadState } from './command-handler.js';
 import type { EventStore } from '../event-store/event-store.js';
-import { fileIdOfBlobKey } from './file-registry.js';
 
 /**
  * What the event log says of a blob:
@@ -18,8 +16,8 @@ import { fileIdOfBlobKey } from './file-registry.js';
 export type BlobStanding = 'content' | 'removed' | 'unrecorded' | 'foreign';
 
 /**
- * Spool writes three kinds of blob. A file's content, under files/<file_id>
- * (FileRegistry.storeContent): the events that name those are FileUploaded.blob_key,
+ * Spool writes three kinds of blob (their keys: src/domain/blob-keys.ts). A file's content, under
+ * files/<file_id> (FileRegistry.storeContent): the events that name those are FileUploaded.blob_key,
  * BatchValidated.input_blob_key (the input file's), and batch output and error files, which are
  * files, so such a blob's standing is its file's. A batch's work file, under
  * batches/<batch_id>/work.jsonl, named by BatchValidated.work_blob_key: it stands while its batch
@@ -31,12 +29,15 @@ export class BlobReferences {
   constructor(private readonly deps: { eventStore: EventStore; filesQueries: FilesQueries }) {}
 
   async standingOf(key: string): Promise<BlobStanding> {
-    const batchId = batchIdOfWorkFileKey(key);
-    if (batchId !== undefined) return this.workFileStanding(batchId, key);
-    const partOf = batchIdOfChunkPartKey(key);
-    if (partOf !== undefined) return this.chunkPartStanding(partOf);
-    const fileId = fileIdOfBlobKey(key);
-    if (fileId === undefined) return 'foreign';
+    const parsed = parseBlobKey(key);
+    if (parsed === undefined) return 'foreign';
+    if (parsed.kind === 'work') return this.workFileStanding(parsed.batchId, key);
+    if (parsed.kind === 'part') return this.chunkPartStanding(parsed.batchId);
+    return this.fileContentStanding(parsed.fileId);
+  }
+
+  /** The files read model decides, or the file's stream where the read model does not know it. */
+  private async fileContentStanding(fileId: string): Promise<BlobStanding> {
     const status = this.deps.filesQueries.statusOf(fileId);
     if (status !== undefined) return status === 'active' ? 'content' : 'removed';
     // The read models may lag behind the log (being rebuilt, or another process's upload just

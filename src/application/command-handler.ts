@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
+import { newEventId } from '../platform/ids.js';
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import type { Rejection } from '../domain/rejection.js';
 import {
@@ -78,7 +78,7 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
     const next = events.reduce(decider.evolve, state);
     if (events.length === 0) return E.right({ events, state: next, appended: undefined });
     const toAppend: NewEvent[] = events.map((event, index) => ({
-      id: options.eventIds?.(event, index) ?? randomUUID(),
+      id: options.eventIds?.(event, index) ?? newEventId(),
       type: event.type,
       data: event.data as Record<string, unknown>,
       metadata: { ...options.metadata, schemaVersion: SCHEMA_VERSION },

@@ -6,17 +6,10 @@ import { ByteMeter } from '../blob-store/byte-meter.js';
 import type { Clock } from '../platform/clock.js';
 import { type FileCommand, type FileFacts, fileDecider } from '../domain/file.js';
 import { fileStreamName } from '../domain/stream-names.js';
+import { fileBlobKey } from '../domain/blob-keys.js';
 import type { Rejection } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
 import { type CommandMetadata, type ReadModelsPosition, execute } from './command-handler.js';
-
-export const fileBlobKey = (fileId: string): string => `files/${fileId}`;
-
-/** The file whose content a blob key holds; undefined for a key of another shape. */
-export function fileIdOfBlobKey(key: string): string | undefined {
-  const match = /^files\/([^/]+)$/.exec(key);
-  return match?.[1];
-}
 
 /**
  * Files as the application sees them: content in the blob store, facts in the event log. Content

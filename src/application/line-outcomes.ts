@@ -1,6 +1,6 @@
 import { batchLinesStreamName } from '../domain/stream-names.js';
 import { type EventStore, IdempotencyConflictError, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
-import { type LineOutcome, lineOutcomeEventId } from '../domain/line-outcome.js';
+import { type LineOutcome, lineOutcomeEventIds } from '../domain/line-outcome.js';
 
 const MAX_ATTEMPTS = 20;
 
@@ -30,6 +30,8 @@ interface KnownChunk {
  */
 export class LineOutcomeLog {
   private readonly known = new Map<string, KnownChunk>();
+  /** The last batch's event id maker: a batch's lines are recorded together, so its ids' hash is worked out once. */
+  private eventIds: { readonly batchId: string; readonly of: (line: number) => string } | undefined;
 
   constructor(
     private readonly eventStore: EventStore,
@@ -59,6 +61,8 @@ export class LineOutcomeLog {
   /** Records the outcomes not recorded yet; returns how many were new. */
   async record(batchId: string, chunk: number, outcomes: readonly LineOutcome[], correlationId: string): Promise<number> {
     const stream = batchLinesStreamName(batchId, chunk);
+    if (this.eventIds?.batchId !== batchId) this.eventIds = { batchId, of: lineOutcomeEventIds(batchId) };
+    const eventIdOf = this.eventIds.of;
     const known = this.known.get(stream) ?? { revision: undefined, lines: new Set<number>() };
     // Most recently used last: the oldest is forgotten first (and read again if it is needed).
     this.known.delete(stream);
@@ -77,7 +81,7 @@ export class LineOutcomeLog {
         if (known.lines.has(line) || taken.has(line)) continue;
         taken.add(line);
         freshOutcomes.push(outcome);
-        fresh.push({ id: lineOutcomeEventId(batchId, line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
+        fresh.push({ id: eventIdOf(line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
       }
       if (fresh.length === 0) return 0;
       try {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
+import { newWebhookId } from '../platform/ids.js';
 import type { Rejection } from '../domain/rejection.js';
 import { webhookDeliveryStreamName, webhookStreamName } from '../domain/stream-names.js';
 import { type DeliveryCommand, type WebhookEventType, type WebhookRegistration, deliveryDecider, webhookDecider } from '../domain/webhook.js';
@@ -14,7 +15,7 @@ export class WebhookRegistry {
 
   /** Registers an endpoint with a new id and secret; the answer is the only place the secret is shown. */
   async register(url: string, events: readonly WebhookEventType[], metadata: CommandMetadata): Promise<E.Either<Rejection, WebhookRegistration & { created_at: number }>> {
-    const webhook: WebhookRegistration = { webhook_id: `wh_${randomBytes(12).toString('hex')}`, url, events, secret: `whsec_${randomBytes(32).toString('base64')}` };
+    const webhook: WebhookRegistration = { webhook_id: newWebhookId(), url, events, secret: `whsec_${randomBytes(32).toString('base64')}` };
     const outcome = await execute(this.deps, webhookStreamName(webhook.webhook_id), webhookDecider, { type: 'RegisterWebhook', webhook, at: this.deps.clock.nowSeconds() }, { metadata });
     if (E.isLeft(outcome)) return outcome;
     const state = outcome.right.state;

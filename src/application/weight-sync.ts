@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type * as E from 'fp-ts/lib/Either.js';
 import type { Clock } from '../platform/clock.js';
+import { newWeightSyncId } from '../platform/ids.js';
 import type { Rejection } from '../domain/rejection.js';
 import { type WeightSyncCommand, type WeightSyncEvent, type WeightSyncState, weightSyncDecider } from '../domain/weight-sync.js';
 import { weightsStreamName } from '../domain/stream-names.js';
@@ -16,7 +16,7 @@ export class WeightSync {
   constructor(private readonly deps: CommandContext & { clock: Clock }) {}
 
   requestUpload(model: string, location: string, metadata: CommandMetadata): Promise<WeightSyncOutcome> {
-    const syncId = `sync_${randomUUID().replace(/-/g, '').slice(0, 24)}`;
+    const syncId = newWeightSyncId();
     return this.record(model, { type: 'RequestUpload', model, syncId, location, at: this.deps.clock.nowSeconds() }, metadata);
   }
 

@@ -17,28 +17,23 @@ export function deterministicUuid(name: string): string {
 const MAX_ORDERED_NUMBER = 2 ** 48 - 1;
 
 /**
- * A UUID (version 8, RFC 9562) that sorts by (name, number): its first 74 free bits come from a
- * sha256 of the name, its last 48 are the number. Ids of one name are neighbours in any index
- * keyed by id, in number order; ids from a hash alone scatter each insert onto its own page.
+ * UUIDs (version 8, RFC 9562) that sort by (name, number): their first 74 free bits come from a
+ * sha256 of the name, their last 48 are the number. Ids of one name are neighbours in any index
+ * keyed by id, in number order; ids from a hash alone scatter each insert onto its own page. The
+ * maker for one name: the hash is worked out once, not per number (a batch's lines are recorded
+ * together, and a sha256 per line costs more than the rest of its id).
  */
-export function orderedUuid(name: string, number: number): string {
-  if (!Number.isInteger(number) || number < 0 || number > MAX_ORDERED_NUMBER) throw new RangeError(`orderedUuid takes a number from 0 to 2^48 - 1, not ${number}`);
-  return `${orderedUuidPrefix(name)}${number.toString(16).padStart(12, '0')}`;
-}
-
-let lastPrefix: { name: string; prefix: string } | undefined;
-
-function orderedUuidPrefix(name: string): string {
-  // One batch's lines are recorded together: its prefix is worked out once, not per line.
-  if (lastPrefix?.name === name) return lastPrefix.prefix;
+export function orderedUuids(name: string): (number: number) => string {
   const hex = createHash('sha256').update(name).digest('hex');
   const variant = ((parseInt(hex[15]!, 16) & 0x3) | 0x8).toString(16);
   const prefix = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-${variant}${hex.slice(16, 19)}-`;
-  lastPrefix = { name, prefix };
-  return prefix;
+  return (number) => {
+    if (!Number.isInteger(number) || number < 0 || number > MAX_ORDERED_NUMBER) throw new RangeError(`an ordered UUID takes a number from 0 to 2^48 - 1, not ${number}`);
+    return `${prefix}${number.toString(16).padStart(12, '0')}`;
+  };
 }
 
-/** A stable id derived from a name, with a prefix: `file-…` for a batch's output file, `batch_req_…` for a line. */
+/** A stable id derived from a name, with its kind's prefix (id-prefixes.ts): a batch's output file, a line, a webhook event. */
 export function derivedId(prefix: string, name: string): string {
   return `${prefix}${createHash('sha256').update(name).digest('hex').slice(0, 24)}`;
 }

@@ -26,8 +26,6 @@ export type FilePurpose = (typeof FILE_PURPOSES)[number];
 export const DAY_SECONDS = 24 * 60 * 60;
 /** Spec §2.2: batch files expire after 30 days unless the upload says otherwise. */
 export const BATCH_FILE_DEFAULT_TTL_SECONDS = 30 * DAY_SECONDS;
-export const EXPIRES_AFTER_MIN_SECONDS = 3600;
-export const EXPIRES_AFTER_MAX_SECONDS = 30 * DAY_SECONDS;
 
 export interface ExpiresAfter {
   readonly anchor: 'created_at';

@@ -1,7 +1,7 @@
 // A line's outcome (stream batchlines-<batch_id>-<chunk>): the events' data, their ids, and how a
 // failed line reads in the batch's errors. Pure.
 import type { BatchError } from './batch.js';
-import { orderedUuid } from './derived-ids.js';
+import { orderedUuids } from './derived-ids.js';
 
 /** Tokens an engine reports for one request (OpenAI's usage object). */
 export interface Usage {
@@ -46,7 +46,10 @@ export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineC
  * lines a chunk's stream already holds is told by their line numbers, not by these ids: earlier
  * versions derived them from a hash (LineOutcomeLog).
  */
-export const lineOutcomeEventId = (batchId: string, line: number): string => orderedUuid(`${batchId}/lines`, line);
+export const lineOutcomeEventIds = (batchId: string): ((line: number) => string) => orderedUuids(`${batchId}/lines`);
+
+/** One line's id alone (a batch's lines are made by lineOutcomeEventIds, which hashes the batch once). */
+export const lineOutcomeEventId = (batchId: string, line: number): string => lineOutcomeEventIds(batchId)(line);
 
 /** A failed line as an entry of the batch's errors.data (spec §7). */
 export function lineError(data: LineFailedData): BatchError {

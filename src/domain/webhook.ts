@@ -3,6 +3,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Decider } from './decider.js';
 import { derivedId } from './derived-ids.js';
+import { ID_PREFIX } from './id-prefixes.js';
 import { type Rejection, reject } from './rejection.js';
 
 /** The batch events a webhook may hear of, by their public type. */
@@ -20,7 +21,7 @@ const TERMINAL_EVENTS: Readonly<Record<string, WebhookEventType>> = {
 export const webhookEventTypeOf = (eventType: string): WebhookEventType | undefined => TERMINAL_EVENTS[eventType];
 
 /** One id per batch transition, whichever process notices it and however often it is sent. */
-export const webhookEventId = (batchId: string, type: WebhookEventType): string => derivedId('evt_', `${batchId}:${type}`);
+export const webhookEventId = (batchId: string, type: WebhookEventType): string => derivedId(ID_PREFIX.webhookEvent, `${batchId}:${type}`);
 
 /** Deliveries stop being retried this long after the transition. */
 export const DELIVERY_WINDOW_SECONDS = 72 * 3600;

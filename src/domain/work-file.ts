@@ -1,15 +1,6 @@
 // A batch's work file: its input lines laid out in the order they are to run (prefix-aware order),
 // each record carrying the line's number in the input file, so outcomes keep their input lines.
 
-/** Where a batch's work file is kept in the blob store. */
-export const workFileBlobKey = (batchId: string): string => `batches/${batchId}/work.jsonl`;
-
-/** The batch whose work file a blob key names, or undefined for any other key. */
-export function batchIdOfWorkFileKey(key: string): string | undefined {
-  const match = /^batches\/([^/]+)\/work\.jsonl$/.exec(key);
-  return match?.[1];
-}
-
 /** One record: the input line's number, a tab, the line as it was (JSON never holds a raw tab before its first brace). */
 export const workRecord = (line: number, text: string): string => `${line}\t${text}\n`;
 

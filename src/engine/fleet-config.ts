@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
-import { DEFAULT_CHECKPOINT, createCheckpoint, loadCheckpoint } from './builtin/checkpoint.js';
+import { DEFAULT_CHECKPOINT, createCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
 import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, type HttpEngineKindName, type ReplicaKind } from './engine-kinds.js';
 import { Fleet } from './fleet.js';
@@ -37,49 +37,8 @@ export interface FleetSpec {
   readonly models: Readonly<Record<string, { readonly replicas: readonly ReplicaSpec[] }>>;
 }
 
-const FLEET_SCHEMA = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['models'],
-  properties: {
-    models: {
-      type: 'object',
-      minProperties: 1,
-      additionalProperties: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['replicas'],
-        properties: {
-          replicas: {
-            type: 'array',
-            minItems: 1,
-            items: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['kind'],
-              properties: {
-                kind: { enum: ['builtin', 'vllm', 'sglang', 'openai'] },
-                checkpoint: { type: 'string', minLength: 1 },
-                base_url: { type: 'string', pattern: '^https?://' },
-                api_key: { type: 'string' },
-                concurrency: { type: 'integer', minimum: 1, maximum: 4096 },
-                timeout_seconds: { type: 'integer', minimum: 1, maximum: 86400 },
-                priority_hints: { enum: [true, false, 'low_values_first'] },
-                metrics_url: { type: 'string', pattern: '^https?://' },
-              },
-              if: { properties: { kind: { const: 'builtin' } } },
-              then: { not: { required: ['base_url'] } },
-              else: { required: ['base_url'] },
-            },
-          },
-        },
-      },
-    },
-  },
-};
-
 export function readFleetSpec(path: string): FleetSpec {
-  return readJsonFile<FleetSpec>(path, FLEET_SCHEMA, 'FLEET_FILE');
+  return readJsonFile<FleetSpec>(path, 'fleet', 'FLEET_FILE');
 }
 
 /** Loads a checkpoint folder, generating the default one on first start. */

@@ -3,6 +3,7 @@ import type { TextDelta } from './builtin/builtin-engine.js';
 import type { EngineRequest } from './engine.js';
 import { engineIo } from './io/engine-io.js';
 import { HTTP_ENGINE_KINDS, type HttpEngineKind, type HttpEngineKindName, kindsThatReload } from './engine-kinds.js';
+import { newEngineRequestId } from '../platform/ids.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
 import { enginePriority } from './scheduling/engine-priority.js';
 import type { Replica, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
@@ -98,7 +99,7 @@ export class HttpReplica implements Replica {
     const retryAfter = Number(answer.retryAfter);
     return {
       statusCode: answer.status,
-      requestId: answer.requestId ?? `req_${randomUUID().replace(/-/g, '')}`,
+      requestId: answer.requestId ?? newEngineRequestId(),
       body: parsed,
       engineLatencyMs: answer.latencyMs,
       sent: answer.sent,

@@ -1,13 +1,10 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Ajv, type ValidateFunction } from 'ajv';
-import { schemasDir } from '../platform/package-root.js';
+import { type SchemaValidator, compiledSchemaFile, describeMismatch, schemaNames, schemaProblems } from '../platform/schemas.js';
 import type { AppendResult, EventStore, ExpectedRevision, NewEvent } from './event-store.js';
 
 export class EventSchemaError extends Error {
   override readonly name = 'EventSchemaError';
   constructor(readonly eventType: string, readonly schemaVersion: number, readonly problems: readonly string[]) {
-    super(`event ${eventType} v${schemaVersion} does not match its schema: ${problems.join('; ')}`);
+    super(describeMismatch(`event ${eventType} v${schemaVersion} does not match its schema`, problems));
   }
 }
 
@@ -16,15 +13,11 @@ export class EventSchemaError extends Error {
  * schemas/events/<Type>.v<version>.json.
  */
 export class EventSchemas {
-  private readonly validators = new Map<string, ValidateFunction>();
+  private readonly validators = new Map<string, SchemaValidator>();
 
-  constructor(directory = join(schemasDir, 'events')) {
-    const ajv = new Ajv({ allErrors: true, strict: true });
-    for (const name of readdirSync(directory).sort()) {
-      const match = /^([A-Za-z]+)\.v(\d+)\.json$/.exec(name);
-      if (!match) continue;
-      const schema = JSON.parse(readFileSync(join(directory, name), 'utf8')) as object;
-      this.validators.set(`${match[1]}.v${match[2]}`, ajv.compile(schema));
+  constructor() {
+    for (const name of schemaNames('events')) {
+      if (/^[A-Za-z]+\.v\d+$/.test(name)) this.validators.set(name, compiledSchemaFile('events', name));
     }
   }
 
@@ -37,11 +30,7 @@ export class EventSchemas {
     const validate = this.validators.get(`${event.type}.v${version}`);
     if (!validate) throw new EventSchemaError(event.type, version, ['no schema for this event type and version']);
     if (!validate(event.data)) {
-      throw new EventSchemaError(
-        event.type,
-        version,
-        (validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message ?? 'is invalid'}`),
-      );
+      throw new EventSchemaError(event.type, version, schemaProblems(validate.errors));
     }
   }
 }

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import { newRequestId } from '../platform/ids.js';
 import { notFound } from './api-error.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
 import { MAX_PATH_PARAMETER_LENGTH, answerClientError, answerFrameworkError, answerUnmetExpectation, installErrorHandling } from './error-handler.js';
@@ -58,7 +58,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     // A caller's own request id is kept when it is safe to log and echo; otherwise one is made.
     genReqId: (request) => {
       const given = request.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : newRequestId();
     },
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: 1024 * 1024,

@@ -4,6 +4,8 @@ import { BlobNotFoundError } from '../blob-store/blob-store.js';
 import { SizeLimitExceededError } from '../blob-store/byte-meter.js';
 import { ApiError, invalidRequest, notFound, tooLarge } from './api-error.js';
 import { nodeHttp } from '../platform/node-http.js';
+import type { SchemaProblem } from '../platform/schemas.js';
+import { bodyRefusal, parameterRefusal } from './schema-refusals.js';
 
 const LOCATIONS: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header', body: 'body' };
 
@@ -53,17 +55,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (error instanceof MalformedParametersError) return reply.status(422).send(error.toBody());
     if (error.validation && error.validationContext !== 'body') {
       const where = LOCATIONS[error.validationContext ?? ''] ?? String(error.validationContext);
-      return reply.status(422).send({
-        detail: error.validation.map((problem) => {
-          const params = problem.params as { missingProperty?: string; additionalProperty?: string };
-          const field = params.missingProperty ?? params.additionalProperty ?? problem.instancePath.replace(/^\//, '');
-          return {
-            loc: [where, ...field.split('/').filter(Boolean)],
-            msg: `${field || where} ${problem.message ?? 'is invalid'}`,
-            type: `value_error.${problem.keyword}`,
-          };
-        }),
-      });
+      return reply.status(422).send(parameterRefusal(where, error.validation as SchemaProblem[]));
     }
     const answer = toApiError(error);
     // Answering before the body was read (an upload cut off): close the connection rather than
@@ -82,18 +74,7 @@ export function toApiError(error: FastifyError | Error): ApiError {
   }
   if (error instanceof BlobNotFoundError) return notFound('No such File object', 'file_id');
   const fastifyError = error as FastifyError;
-  if (fastifyError.validation) {
-    // A JSON body that breaks its schema: the envelope, naming the field and the rule it broke.
-    const first = fastifyError.validation[0];
-    const params = (first?.params ?? {}) as { missingProperty?: string; allowedValues?: unknown[] };
-    const path = (first?.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
-    if (params.missingProperty) {
-      const param = path ? `${path}.${params.missingProperty}` : params.missingProperty;
-      return invalidRequest(`Missing required parameter: ${param}`, param, 'missing_required_parameter');
-    }
-    const allowed = params.allowedValues ? `: ${params.allowedValues.map((value) => JSON.stringify(value)).join(', ')}` : '';
-    return invalidRequest(`Invalid ${path || 'body'}: ${first?.message ?? 'is invalid'}${allowed}`, path);
-  }
+  if (fastifyError.validation) return bodyRefusal(fastifyError.validation[0] as SchemaProblem | undefined);
   const code = fastifyError.code ?? '';
   if (code === 'FST_FILES_LIMIT') {
     return invalidRequest('Only one file per upload: send the content once, as the field "file"', 'file', 'duplicate_parameter');

@@ -1,16 +1,5 @@
-import { Ajv, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
-
-// ajv-formats is CommonJS: its default export arrives wrapped under ES module interop.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
-
-/**
- * One Ajv for every part of a request, with no type coercion: a JSON body is what the client sent
- * (`{"k": 1}` is not the string "1", `["x"]` is not "x"). Unknown properties are dropped rather
- * than refused (the official clients add fields of their own), and defaults fill what is left out.
- */
-const ajv = addFormats(new Ajv({ coerceTypes: false, useDefaults: true, removeAdditional: true, allErrors: false, strict: false }));
+import { type Schema, type SchemaValidator, compileRequestSchema } from '../platform/schemas.js';
 
 /** A decimal integer as written in a query string: digits, an optional minus, nothing else. */
 const INTEGER_TEXT = /^-?[0-9]{1,15}$/;
@@ -22,7 +11,7 @@ type Properties = Record<string, { type?: string | string[] }>;
  * parsed here, strictly: `10` is 10, while `10abc`, `1.5`, `0x10`, `1e3`, ` 10` and a repeated
  * parameter (an array) stay as they are and fail the schema.
  */
-function withIntegersParsed(schema: FastifySchema, validate: ValidateFunction) {
+function withIntegersParsed(schema: FastifySchema, validate: SchemaValidator) {
   const properties = ((schema as { properties?: Properties }).properties ?? {}) as Properties;
   const integers = Object.entries(properties)
     .filter(([, property]) => property.type === 'integer' || (Array.isArray(property.type) && property.type.includes('integer')))
@@ -37,8 +26,9 @@ function withIntegersParsed(schema: FastifySchema, validate: ValidateFunction) {
   };
 }
 
+/** Every part of a request is checked without type coercion (see compileRequestSchema). */
 export const compileRequestValidator: FastifySchemaCompiler<FastifySchema> = ({ schema, httpPart }) => {
-  const validate = ajv.compile(schema as object);
+  const validate = compileRequestSchema(schema as Schema);
   if (httpPart === 'querystring' || httpPart === 'params') return withIntegersParsed(schema, validate) as never;
   return validate;
 };

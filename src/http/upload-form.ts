@@ -1,7 +1,7 @@
-import { Ajv } from 'ajv';
 import type { ExpiresAfter, UPLOAD_PURPOSES } from '../domain/file.js';
 import { ApiError, invalidRequest } from './api-error.js';
-import { httpSchema } from '../platform/schemas.js';
+import { compileSchema, httpSchema } from '../platform/schemas.js';
+import { bodyRefusal } from './schema-refusals.js';
 
 export type UploadPurpose = (typeof UPLOAD_PURPOSES)[number];
 
@@ -14,8 +14,7 @@ const formSchema = httpSchema('UploadFileForm');
 // The file part is streamed, not collected: the fields are checked without it.
 const { file: _streamed, ...fieldProperties } = formSchema.properties as Record<string, unknown>;
 const fieldsSchema = { ...formSchema, required: ['purpose'], properties: fieldProperties };
-const ajv = new Ajv({ allErrors: false, strict: false });
-const validateFields = ajv.compile<{ purpose: UploadPurpose; expires_after?: ExpiresAfter }>(fieldsSchema);
+const validateFields = compileSchema<{ purpose: UploadPurpose; expires_after?: ExpiresAfter }>(fieldsSchema);
 const purposes = (formSchema.properties as { purpose: { enum: string[] } }).purpose.enum;
 
 /** The largest text field of an upload form, in bytes (the multipart parser's fieldSize). */
@@ -62,17 +61,8 @@ export function parseUploadFields(fields: ReadonlyMap<string, string>): UploadFo
   const candidate: Record<string, unknown> = { purpose };
   const expiresAfter = readExpiresAfter(fields);
   if (expiresAfter !== undefined) candidate.expires_after = expiresAfter;
-  if (!validateFields(candidate)) {
-    const problem = validateFields.errors?.[0];
-    const path = (problem?.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
-    const missing = (problem?.params as { missingProperty?: string } | undefined)?.missingProperty;
-    const param = missing ? `${path}.${missing}` : path || 'expires_after';
-    const allowed = (problem?.params as { allowedValues?: unknown[] } | undefined)?.allowedValues;
-    throw invalidRequest(
-      `Invalid ${param}: ${missing ? 'is required' : problem?.message ?? 'is invalid'}${allowed ? ` (${allowed.join(', ')})` : ''}`,
-      param,
-    );
-  }
+  // Worded as a JSON body's refusal: the first problem, the field and the rule it broke.
+  if (!validateFields(candidate)) throw bodyRefusal(validateFields.errors?.[0]);
   return {
     purpose: candidate.purpose as UploadPurpose,
     ...(candidate.expires_after ? { expiresAfter: candidate.expires_after as ExpiresAfter } : {}),

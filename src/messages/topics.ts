@@ -1,8 +1,4 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Ajv, type ValidateFunction } from 'ajv';
-import addFormatsPlugin from 'ajv-formats';
-import { schemasDir } from '../platform/package-root.js';
+import { type SchemaValidator, compiledSchemaFile, describeMismatch, schemaProblems } from '../platform/schemas.js';
 import type { TopicSpec } from '../message-log/message-log.js';
 import type { BatchEventMessage } from './batch-event-message.js';
 import type { InteractiveLoadMessage } from './interactive-load-message.js';
@@ -48,24 +44,11 @@ export class MessageSchemaError extends Error {
   override readonly name = 'MessageSchemaError';
 }
 
-// ajv-formats is published as CommonJS; its default export arrives wrapped under Node's ESM loader.
-type AddFormats = (ajv: Ajv) => Ajv;
-const addFormats = ((addFormatsPlugin as unknown as { default?: AddFormats }).default ?? addFormatsPlugin) as unknown as AddFormats;
-
 /** Checks messages against schemas/messages: what the relay writes and what processors read. */
 export class MessageSchemas {
-  private readonly work: ValidateFunction;
-  private readonly batchEvent: ValidateFunction;
-  private readonly interactiveLoad: ValidateFunction;
-
-  constructor(directory = join(schemasDir, 'messages')) {
-    const ajv = new Ajv({ allErrors: true, strict: true });
-    addFormats(ajv);
-    const load = (name: string) => ajv.compile(JSON.parse(readFileSync(join(directory, name), 'utf8')) as object);
-    this.work = load('work-message.v1.json');
-    this.batchEvent = load('batch-event.v1.json');
-    this.interactiveLoad = load('interactive-load.v1.json');
-  }
+  private readonly work = compiledSchemaFile<WorkMessage>('messages', 'work-message.v1');
+  private readonly batchEvent = compiledSchemaFile<BatchEventMessage>('messages', 'batch-event.v1');
+  private readonly interactiveLoad = compiledSchemaFile<InteractiveLoadMessage>('messages', 'interactive-load.v1');
 
   encodeWork(message: WorkMessage): string {
     return this.encode(this.work, message, 'work message');
@@ -89,12 +72,12 @@ export class MessageSchemas {
     return this.decode(this.interactiveLoad, text, 'interactive-load message');
   }
 
-  private encode(validate: ValidateFunction, message: unknown, what: string): string {
+  private encode(validate: SchemaValidator, message: unknown, what: string): string {
     this.check(validate, message, what);
     return JSON.stringify(message);
   }
 
-  private decode<T>(validate: ValidateFunction, text: string, what: string): T {
+  private decode<T>(validate: SchemaValidator, text: string, what: string): T {
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -105,9 +88,8 @@ export class MessageSchemas {
     return value as T;
   }
 
-  private check(validate: ValidateFunction, value: unknown, what: string): void {
+  private check(validate: SchemaValidator, value: unknown, what: string): void {
     if (validate(value)) return;
-    const problems = (validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message ?? 'is invalid'}`);
-    throw new MessageSchemaError(`${what} does not match its schema: ${problems.join('; ')}`);
+    throw new MessageSchemaError(describeMismatch(`${what} does not match its schema`, schemaProblems(validate.errors)));
   }
 }

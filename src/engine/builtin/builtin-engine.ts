@@ -1,4 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { newCompletionId, newEngineRequestId, newResponseId, newResponseMessageId } from '../../platform/ids.js';
 import type { EngineRequest, EngineResponse } from '../engine.js';
 import { BOS, EOS } from './checkpoint.js';
 import { Sampler, type Transformer } from './transformer.js';
@@ -111,7 +112,7 @@ export class BuiltinEngine {
   }
 
   async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
-    const requestId = `req_${randomUUID().replace(/-/g, '')}`;
+    const requestId = newEngineRequestId();
     try {
       const body = await this.answer(request.endpoint, request.body, onDelta, request.signal);
       return { statusCode: 200, requestId, body };
@@ -128,7 +129,7 @@ export class BuiltinEngine {
       case '/v1/chat/completions': {
         const generated = await this.generate(model, renderChat(body.messages), generationParams(body, 64), onDelta, signal);
         return {
-          id: `chatcmpl-${randomUUID().replace(/-/g, '')}`,
+          id: newCompletionId(true),
           object: 'chat.completion',
           created,
           model: this.modelName,
@@ -149,7 +150,7 @@ export class BuiltinEngine {
           completionTokens += generated.completionTokens;
           choices.push({ index, text: generated.text, logprobs: null, finish_reason: generated.finishReason });
         }
-        return { id: `cmpl-${randomUUID().replace(/-/g, '')}`, object: 'text_completion', created, model: this.modelName, choices, usage: usage(promptTokens, completionTokens) };
+        return { id: newCompletionId(false), object: 'text_completion', created, model: this.modelName, choices, usage: usage(promptTokens, completionTokens) };
       }
       case '/v1/embeddings': {
         const inputs = embeddingInputs(body.input);
@@ -176,7 +177,7 @@ export class BuiltinEngine {
         else throw new BadRequest('input must be a string or an array of messages', 'input');
         const generated = await this.generate(model, renderChat(messages), generationParams(body, 64, 'max_output_tokens'), undefined, signal);
         return {
-          id: `resp_${randomUUID().replace(/-/g, '')}`,
+          id: newResponseId(),
           object: 'response',
           created_at: created,
           model: this.modelName,
@@ -184,7 +185,7 @@ export class BuiltinEngine {
           output: [
             {
               type: 'message',
-              id: `msg_${randomUUID().replace(/-/g, '')}`,
+              id: newResponseMessageId(),
               status: 'completed',
               role: 'assistant',
               content: [{ type: 'output_text', text: generated.text, annotations: [] }],

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EngineUnavailableError } from '../../engine/engine.js';
 import type { Fleet } from '../../engine/fleet.js';
 import { ImageFetchError } from '../../engine/images/image-resolver.js';
+import { newCompletionId } from '../../platform/ids.js';
 import { ApiError, invalidRequest } from '../api-error.js';
 
 export interface CompatRouteDeps {
@@ -117,7 +117,7 @@ class SseWriter {
 
   constructor(private readonly reply: FastifyReply, endpoint: string, private readonly model: string, private readonly includeUsage: boolean) {
     this.chat = endpoint === '/v1/chat/completions';
-    this.id = `${this.chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replace(/-/g, '')}`;
+    this.id = newCompletionId(this.chat);
   }
 
   private start(): void {

@@ -1,0 +1,41 @@
+// Blob keys: where each kind of content Spool writes is kept in the blob store, and what a key
+// says. Makers and parser share one table of shapes, so a key made here always parses back, and a
+// key of any other shape is not Spool's.
+import type { OutputKind } from './batch-output.js';
+
+const SHAPE = {
+  /** A file's content, output and error files included: files/<file_id>. */
+  fileFolder: 'files',
+  /** What a batch writes for itself while it runs: batches/<batch_id>/…. */
+  batchFolder: 'batches',
+  /** The batch's input lines in the order they are to run: batches/<batch_id>/work.jsonl. */
+  workFileName: 'work.jsonl',
+  /** Each chunk's rendered lines of one file: batches/<batch_id>/parts/<chunk>.<output|error>.jsonl. */
+  partsFolder: 'parts',
+} as const;
+
+const PART_NAME = /^(\d+)\.(output|error)\.jsonl$/;
+
+export const fileBlobKey = (fileId: string): string => `${SHAPE.fileFolder}/${fileId}`;
+export const workFileBlobKey = (batchId: string): string => `${SHAPE.batchFolder}/${batchId}/${SHAPE.workFileName}`;
+/** Where a chunk's rendered lines of one file are kept while its batch runs (both files' parts, even empty). */
+export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind): string => `${chunkPartsPrefix(batchId)}${chunk}.${kind}.jsonl`;
+/** The prefix under which all of a batch's chunk parts are kept. */
+export const chunkPartsPrefix = (batchId: string): string => `${SHAPE.batchFolder}/${batchId}/${SHAPE.partsFolder}/`;
+
+/** What a blob key names: a file's content, a batch's work file, or one of its chunk parts. */
+export type ParsedBlobKey =
+  | { readonly kind: 'file'; readonly fileId: string }
+  | { readonly kind: 'work'; readonly batchId: string }
+  | { readonly kind: 'part'; readonly batchId: string; readonly chunk: number; readonly output: OutputKind };
+
+/** What a blob key says; undefined for a key none of the makers above produces. */
+export function parseBlobKey(key: string): ParsedBlobKey | undefined {
+  const [folder, id, ...rest] = key.split('/');
+  if (!id) return undefined;
+  if (folder === SHAPE.fileFolder) return rest.length === 0 ? { kind: 'file', fileId: id } : undefined;
+  if (folder !== SHAPE.batchFolder) return undefined;
+  if (rest.length === 1 && rest[0] === SHAPE.workFileName) return { kind: 'work', batchId: id };
+  const part = rest.length === 2 && rest[0] === SHAPE.partsFolder ? PART_NAME.exec(rest[1]!) : null;
+  return part ? { kind: 'part', batchId: id, chunk: Number(part[1]), output: part[2] as OutputKind } : undefined;
+}
