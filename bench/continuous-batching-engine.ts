@@ -28,14 +28,12 @@
 // A100's 312 TFLOPS. So calibrated, the model decodes one request at 75.2 tokens/s and gives 6.2
 // times the throughput at concurrency 8 (bench/FINDINGS.md, 2026-11-28); test/engine-model.test.ts
 // holds it within 20% of both figures.
-import type { EngineClock } from './engine-clock.js';
+import { type EngineClock, stepStart } from './engine-clock.js';
 import { type EngineConfig, stepMs } from './engine-config.js';
 import { type Ordered, insertInOrder, lastInOrder } from './waiting-order.js';
 
 /** Tokens in a KV-cache block (vLLM's default block size). */
 export const KV_BLOCK_TOKENS = 16;
-/** How late a step may start behind the previous one's end and still follow it without a gap. */
-const CATCH_UP_MS = 2;
 
 export interface SequenceRequest {
   readonly promptTokens: number;
@@ -158,9 +156,7 @@ export class ContinuousBatchingEngine {
 
   private step(): void {
     const now = this.clock.now;
-    // A step follows the previous one without a gap even when the timer that ended it fired a
-    // little late, so the engine keeps its pace while the process keeps up.
-    const startedAt = now - this.lastStepEnd <= CATCH_UP_MS ? Math.min(now, this.lastStepEnd) : now;
+    const startedAt = stepStart(now, this.lastStepEnd);
     let plan = this.schedule();
     // A step that preempted admits nothing; should it have preempted everything, the next one does.
     if (plan.batch.size === 0 && this.waiting.length > 0) plan = this.schedule();

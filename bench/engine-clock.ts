@@ -18,3 +18,15 @@ export const processClock: EngineClock = {
     setTimeout(run, Math.max(0, delayMs));
   },
 };
+
+/**
+ * How late a timer may fire and the engine still start its next step where the previous one
+ * ended. An engine computes on its GPU whatever the host's timers do: late timers on a busy
+ * machine must not slow the model down, only bunch its answers.
+ */
+export const CATCH_UP_MS = 25;
+
+/** Where a step starts: right where the previous one ended when the engine is catching up with it, else now. */
+export function stepStart(now: number, lastStepEnd: number): number {
+  return now - lastStepEnd <= CATCH_UP_MS ? Math.min(now, lastStepEnd) : now;
+}
