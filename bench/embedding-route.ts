@@ -4,8 +4,8 @@
 // inputs are computed, as OpenAI embedding objects with usage. A client that goes away takes its
 // inputs out of the engine.
 import type { ServerResponse } from 'node:http';
-import type { EmbeddingBatchEngine } from './embedding-batch-engine.js';
-import type { EngineClock } from './engine-clock.js';
+import type { EmbeddingBatchEngine } from '../test/support/engine-model/embedding-batch-engine.js';
+import type { EngineClock } from '../test/support/engine-model/engine-clock.js';
 import type { EngineStats } from './engine-stats.js';
 import { base64Of, embeddingOf } from './embedding-vectors.js';
 import { priorityOf } from './generation-route.js';

@@ -8,8 +8,8 @@
 //   --kv-cache-tokens N             KV cache size (generation); default 131072
 //   --default-max-tokens N          tokens generated when a request sets no max_tokens; default 128
 //   --step-us U --sequence-us U --prefill-token-us U --decode-token-us U
-//                                   the step costs (bench/engine-config.ts); defaults calibrated
-import { EMBEDDING_DEFAULTS, type EngineConfig, GENERATION_DEFAULTS, type StepCosts } from './engine-config.js';
+//                                   the step costs (test/support/engine-model/engine-config.ts); defaults calibrated
+import { EMBEDDING_DEFAULTS, type EngineConfig, GENERATION_DEFAULTS, type StepCosts } from '../test/support/engine-model/engine-config.js';
 
 export type EngineMode = 'continuous' | 'embeddings';
 

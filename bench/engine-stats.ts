@@ -1,8 +1,8 @@
 // What the engine simulator reports about itself: GET /stats (a measurement window, reset by each
 // read, as in the fixed-latency mode), GET /metrics (vLLM's gauges and counters) and GET /log
 // (requests in the order they first joined the batch).
-import type { EngineLoad, StepRecord } from './continuous-batching-engine.js';
-import type { EngineClock } from './engine-clock.js';
+import type { EngineLoad, StepRecord } from '../test/support/engine-model/continuous-batching-engine.js';
+import type { EngineClock } from '../test/support/engine-model/engine-clock.js';
 
 /** Bounded so a long benchmark cannot grow it without end; tests read far fewer. */
 const LOG_LIMIT = 100_000;

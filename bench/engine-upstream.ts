@@ -1,19 +1,19 @@
 // The engine mode of the benchmarks' upstream (bench/upstream.ts), run as its own process:
 //   node dist/bench/upstream.js --engine continuous [flags]   text generation on a
-//     continuous-batching engine (bench/continuous-batching-engine.ts): POST /v1/chat/completions
+//     continuous-batching engine (test/support/engine-model/continuous-batching-engine.ts): POST /v1/chat/completions
 //     and /v1/completions, streamed or whole (bench/generation-route.ts);
 //   node dist/bench/upstream.js --engine embeddings [flags]   an embedding encoder run in batches
-//     (bench/embedding-batch-engine.ts): POST /v1/embeddings (bench/embedding-route.ts).
+//     (test/support/engine-model/embedding-batch-engine.ts): POST /v1/embeddings (bench/embedding-route.ts).
 // The flags and their defaults: bench/engine-flags.ts. Unlike the fixed-latency mode, latency
 // grows with load and so does throughput, faster, until the batch or the KV cache is full.
 // GET /metrics answers vLLM's gauges and counters, GET /stats the window since the last read
 // (served, the most in the running batch at once, latency per priority, mean running, steps, steps/s,
 // mean batch size a step, tokens), GET /log the requests in the order they first joined the batch.
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
-import { ContinuousBatchingEngine } from './continuous-batching-engine.js';
-import { EmbeddingBatchEngine } from './embedding-batch-engine.js';
+import { ContinuousBatchingEngine } from '../test/support/engine-model/continuous-batching-engine.js';
+import { EmbeddingBatchEngine } from '../test/support/engine-model/embedding-batch-engine.js';
 import { serveEmbeddings } from './embedding-route.js';
-import { processClock } from './engine-clock.js';
+import { processClock } from '../test/support/engine-model/engine-clock.js';
 import { type EngineOptions, engineOptions } from './engine-flags.js';
 import { EngineStats, metricsText } from './engine-stats.js';
 import { serveGeneration } from './generation-route.js';

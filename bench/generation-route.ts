@@ -5,8 +5,8 @@
 // tokens sends one chunk, then `data: [DONE]`; otherwise the whole answer comes once the sequence
 // has finished. A client that goes away takes its sequence out of the engine.
 import type { ServerResponse } from 'node:http';
-import type { ContinuousBatchingEngine } from './continuous-batching-engine.js';
-import type { EngineClock } from './engine-clock.js';
+import type { ContinuousBatchingEngine } from '../test/support/engine-model/continuous-batching-engine.js';
+import type { EngineClock } from '../test/support/engine-model/engine-clock.js';
 import type { EngineStats } from './engine-stats.js';
 import { DONE_EVENT, type GenerationKind, chunkEvent, completionBody, errorBody, tokenText, usageEvent, usageOf } from './openai-bodies.js';
 import { promptText, promptTokens } from './prefix-cache.js';

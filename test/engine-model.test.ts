@@ -1,54 +1,20 @@
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/package-root.js';
+import type { StepRecord as Step } from './support/engine-model/continuous-batching-engine.js';
+import { type Arrival, type Outcome, closedLoop, simulateEmbeddings, simulateGeneration } from './support/engine-model/engine-simulation.js';
 
-// The engine models behind the benchmark upstream's engine mode (bench/continuous-batching-engine.ts,
-// bench/embedding-batch-engine.ts): stand-ins for a GPU inference server (vLLM, SGLang) that cannot
+// The engine models behind the benchmark upstream's engine mode (test/support/engine-model/continuous-batching-engine.ts,
+// test/support/engine-model/embedding-batch-engine.ts): stand-ins for a GPU inference server (vLLM, SGLang) that cannot
 // run here, stepping their batches as vLLM's scheduler does. They run on simulated time
-// (bench/engine-simulation.ts), so every figure below is the model's own, never the machine's.
-// Loaded from the build, as test/upstream-simulator.test.ts runs dist/bench/upstream.js: the tests
-// import nothing of bench/ (test/architecture.test.ts).
-
-interface Step {
-  startedAt: number;
-  durationMs: number;
-  sequences: number;
-  prefillTokens: number;
-  decodeTokens: number;
-  running: number;
-  waiting: number;
-  kvUsage: number;
-  ids: number[];
-}
-interface Outcome {
-  id: number;
-  arrivedAt: number;
-  startedAt?: number;
-  tokenAt: number[];
-  finishedAt?: number;
-}
-interface Arrival {
-  at: number;
-  promptTokens: number;
-  maxTokens: number;
-  priority?: number;
-}
-type Changes = Record<string, unknown>;
-interface Models {
-  simulateGeneration(changes: Changes, arrivals: Arrival[], untilMs?: number): { outcomes: Outcome[]; steps: Step[]; counters: { preemptions: number } };
-  closedLoop(changes: Changes, load: { concurrency: number; promptTokens: number; maxTokens: number; requests: number }): { outputTokensPerSecond: number; meanTpotMs: number; meanTtftMs: number; meanBatch: number };
-  simulateEmbeddings(changes: Changes, arrivals: Array<{ at: number; tokens: number }>): { doneAt: number[]; steps: Step[] };
-}
-const models = (await import(pathToFileURL(join(packageRoot, 'dist/bench/engine-simulation.js')).href)) as Models;
-const { simulateGeneration, closedLoop, simulateEmbeddings } = models;
+// (test/support/engine-model/engine-simulation.ts), so every figure below is the model's own, never the machine's.
+// The models live in test/support so that the tests and the benchmark upstream (bench/) share them:
+// the tests import nothing of bench/ (test/architecture.test.ts).
 
 /** Ample for the order tests' few requests; a scheduler that took turns for ever would stop here and fail them. */
 const HORIZON_MS = 60_000;
 const burst = (count: number, promptTokens: number, maxTokens: number, priority?: number): Arrival[] =>
   Array.from({ length: count }, () => ({ at: 0, promptTokens, maxTokens, ...(priority === undefined ? {} : { priority }) }));
-const decodeSteps = (steps: Step[]) => steps.filter((step) => step.prefillTokens === 0);
-const startOrder = (outcomes: Outcome[]) => [...outcomes].sort((a, b) => a.startedAt! - b.startedAt! || a.id - b.id).map((outcome) => outcome.id);
+const decodeSteps = (steps: readonly Step[]) => steps.filter((step) => step.prefillTokens === 0);
+const startOrder = (outcomes: readonly Outcome[]) => [...outcomes].sort((a, b) => a.startedAt! - b.startedAt! || a.id - b.id).map((outcome) => outcome.id);
 
 describe('the continuous-batching engine model', () => {
   it('runs its sequences together, each step longer by what each running sequence costs', () => {

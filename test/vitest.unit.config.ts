@@ -20,6 +20,7 @@ export default defineConfig({
       'test/scheduler.test.ts',
       'test/engine-capacity.test.ts',
       'test/interactive-objective.test.ts',
+      'test/engine-model.test.ts',
       'test/interactive-headroom.test.ts',
       'test/engine-load-metrics.test.ts',
       'test/engine-priority.test.ts',

@@ -1,5 +1,5 @@
-// The settings of the engine models (bench/continuous-batching-engine.ts,
-// bench/embedding-batch-engine.ts) and their defaults, calibrated to published figures: where each
+// The settings of the engine models (test/support/engine-model/continuous-batching-engine.ts,
+// test/support/engine-model/embedding-batch-engine.ts) and their defaults, calibrated to published figures: where each
 // default comes from is told in those modules' header comments and in bench/FINDINGS.md.
 import type { SchedulingPolicy } from './waiting-order.js';
 

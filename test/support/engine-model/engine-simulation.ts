@@ -1,6 +1,6 @@
 // The engine models run on simulated time: what each request saw and what each step ran, for the
 // tests (test/engine-model.test.ts) and for checking the calibration against the published figures.
-import { DiscreteEvents } from '../test/support/discrete-events.js';
+import { DiscreteEvents } from '../discrete-events.js';
 import { ContinuousBatchingEngine, type StepRecord } from './continuous-batching-engine.js';
 import { EmbeddingBatchEngine } from './embedding-batch-engine.js';
 import { EMBEDDING_DEFAULTS, type EngineConfig, GENERATION_DEFAULTS, type StepCosts } from './engine-config.js';

@@ -1,10 +1,10 @@
 // A continuous-batching inference engine, modelled step by step as vLLM's V1 scheduler runs one,
-// with no I/O: the time it runs on is handed in (bench/engine-clock.ts), so the simulator runs it
+// with no I/O: the time it runs on is handed in (test/support/engine-model/engine-clock.ts), so the simulator runs it
 // on the process's clock and tests on simulated time.
 //
 // Each step runs the sequences of the running batch together and takes
 //   step + sequence × sequences + prefill-token × prompt tokens + decode-token × decoded tokens
-// (bench/engine-config.ts, divided by the speed). A step first gives each running sequence its
+// (test/support/engine-model/engine-config.ts, divided by the speed). A step first gives each running sequence its
 // next tokens (one to decode, or the next chunk of its prompt), then admits waiting requests while
 // the batch has room: at most max_num_seqs sequences and max_num_batched_tokens tokens a step
 // (prompts are chunked to fit, vLLM's chunked prefill). The KV cache holds each sequence's
@@ -15,7 +15,7 @@
 // policy a waiting request with a strictly lower priority value than a running one, finding no
 // room, preempts it. A step that had to preempt admits nothing new.
 //
-// Calibration (the defaults in bench/engine-config.ts), against a published vLLM sweep:
+// Calibration (the defaults in test/support/engine-model/engine-config.ts), against a published vLLM sweep:
 // "vLLM throughput-latency sweep on NVIDIA A100" (johnmusgrave.com): Llama-3.1-8B-Instruct, bf16,
 // one A100 40GB, vLLM 0.23.0 with its default scheduling, `vllm bench serve` with random prompts of
 // 1,024 tokens and 128 output tokens (--ignore-eos), --max-concurrency 1 to 64: decode of one

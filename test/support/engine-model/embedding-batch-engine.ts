@@ -1,13 +1,13 @@
 // An embedding engine (an encoder such as BERT), modelled step by step with no I/O, on the time it
-// is handed (bench/engine-clock.ts). Each input is one sequence computed whole in one step, as a
+// is handed (test/support/engine-model/engine-clock.ts). Each input is one sequence computed whole in one step, as a
 // pooling model runs in vLLM: a step takes waiting inputs in the policy's order while it holds
 // fewer than max_num_seqs and their tokens fit max_num_batched_tokens (an input longer than that
 // runs alone), and takes
 //   step + sequence × inputs + prefill-token × tokens
-// (bench/engine-config.ts, divided by the speed). Nothing stays between steps: an encoder keeps
+// (test/support/engine-model/engine-config.ts, divided by the speed). Nothing stays between steps: an encoder keeps
 // no KV cache.
 //
-// Calibration (the defaults in bench/engine-config.ts), loosely, to all-MiniLM-L6-v2 (6 layers,
+// Calibration (the defaults in test/support/engine-model/engine-config.ts), loosely, to all-MiniLM-L6-v2 (6 layers,
 // 384 dimensions): the Sentence-Transformers documentation's table of pretrained models gives it
 // 14,200 sentences/s encoded on one GPU. With sentences of about 24 tokens and the library's
 // default batch of 32, a step of 0.5 ms plus 2.3 µs a token gives 14,100 sentences/s, and full
