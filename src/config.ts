@@ -50,6 +50,15 @@ export interface Config {
     readonly cooldownMs: number;
     /** How often replicas left out are health-checked: every cooldown, or 5 s without one. */
     readonly healthCheckIntervalMs: number;
+    /** How often the load gauges of replicas that publish them are read while they hold requests. */
+    readonly loadReadingIntervalMs: number;
+    /**
+     * INTERACTIVE_P99_MS: every model's objective for its interactive requests (/compat/v1), a p99
+     * in ms; FLEET_FILE's `interactive_p99_ms` sets it per model. Undefined: no objective (slots
+     * are still kept free for the interactive load seen, and engines told the priority where they
+     * take it).
+     */
+    readonly interactiveP99Ms: number | undefined;
   };
   /** s3:// image parts of chat requests. */
   readonly images: {
@@ -228,7 +237,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     backoffMs: integer('ENGINE_BACKOFF_MS', 500, 0, 60000),
     cooldownMs: integer('ENGINE_COOLDOWN_MS', 5000, 0, 3_600_000),
   };
-  const engine = { ...engineSettings, healthCheckIntervalMs: engineSettings.cooldownMs || 5000 };
+  const interactiveP99Ms = value('INTERACTIVE_P99_MS') === undefined ? undefined : integer('INTERACTIVE_P99_MS', 0, 1, 3_600_000);
+  const engine = { ...engineSettings, interactiveP99Ms, healthCheckIntervalMs: engineSettings.cooldownMs || 5000, loadReadingIntervalMs: 250 };
   const imageBucketsRaw = value('IMAGE_BUCKETS');
   const imageBuckets = imageBucketsRaw?.split(',').map((bucket) => bucket.trim()).filter(Boolean);
   if (imageBuckets !== undefined) {

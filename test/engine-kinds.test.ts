@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BUILTIN_KIND, HTTP_ENGINE_KINDS, kindsThatReload, loadGaugeNames } from '../src/engine/engine-kinds.js';
-import { readFleetSpec } from '../src/engine/fleet-config.js';
+import { metricsUrlOf, readFleetSpec } from '../src/engine/fleet-config.js';
 import { HttpReplica } from '../src/engine/http-replica.js';
 
 const directory = mkdtempSync(join(tmpdir(), 'spool-engine-kinds-'));
@@ -33,5 +33,16 @@ describe('the engine kinds table', () => {
     await expect(replica.reload({ path: directory, location: 's3://bucket/weights' })).rejects.toThrow(
       'generic: a generic OpenAI-compatible server has no weight reload; use kind vllm or sglang',
     );
+  });
+
+  it('reads the gauges of a kind that publishes them at its base URL’s origin unless told otherwise, and not at all when told false', () => {
+    expect(metricsUrlOf({ kind: 'vllm', base_url: 'http://10.0.0.5:8000/v1' })).toBe('http://10.0.0.5:8000/metrics');
+    expect(metricsUrlOf({ kind: 'sglang', base_url: 'https://engine.example/v1/' })).toBe('https://engine.example/metrics');
+    expect(metricsUrlOf({ kind: 'vllm', base_url: 'http://10.0.0.5:8000/v1', metrics_url: 'http://10.0.0.5:9090/metrics' })).toBe('http://10.0.0.5:9090/metrics');
+    expect(metricsUrlOf({ kind: 'vllm', base_url: 'http://10.0.0.5:8000/v1', metrics_url: false })).toBeUndefined();
+    // A generic server is assumed to publish nothing.
+    expect(metricsUrlOf({ kind: 'openai', base_url: 'http://10.0.0.5:8000/v1' })).toBeUndefined();
+    const spec = fleetOf('vllm');
+    expect(spec.models.m!.replicas[0]!.metrics_url).toBeUndefined();
   });
 });

@@ -9,7 +9,9 @@ export interface InteractivePool {
   interactiveEstimate(): { arrivalsPerSecond: number; latencyMs: number } | undefined;
   /** The median of how much later than the engine's floor its interactive requests came since the last call, ms (each call starts anew). */
   interactiveQueueing?(): number | undefined;
-  observeRemoteInteractive(source: string, load: number, share: FleetShare, queuedMs?: number): void;
+  /** With an objective: the p99 of its interactive answers since the last call, and how many (each call starts anew). */
+  interactiveAnswered?(): { p99Ms: number; answers: number } | undefined;
+  observeRemoteInteractive(source: string, load: number, share: FleetShare, queuedMs?: number, answered?: { p99Ms: number; answers: number }): void;
 }
 
 /** How often an API process reports its interactive load: the inference processors' reserve follows it within about this. */
@@ -52,6 +54,7 @@ export class InteractiveLoadReporter {
     const messages = [];
     for (const { model, pool } of this.deps.pools()) {
       const queuedMs = pool.interactiveQueueing?.();
+      const answered = pool.interactiveAnswered?.();
       const estimate = pool.interactiveEstimate();
       if (!estimate) continue;
       const value = this.deps.schemas.encodeInteractiveLoad({
@@ -60,6 +63,7 @@ export class InteractiveLoadReporter {
         arrivals_per_second: estimate.arrivalsPerSecond,
         latency_ms: estimate.latencyMs,
         ...(queuedMs !== undefined ? { queued_ms: Math.max(0, queuedMs) } : {}),
+        ...(answered ? { p99_ms: answered.p99Ms, answers: answered.answers } : {}),
         at,
       });
       messages.push({ key: model, value });
@@ -115,7 +119,8 @@ export class InteractiveLoadListener {
       if (!pool) return;
       // Little's law: requests in service = arrivals per second × seconds in service.
       const load = (report.arrivals_per_second * report.latency_ms) / 1000;
-      pool.observeRemoteInteractive(report.source, load, this.deps.share(), report.queued_ms);
+      const answered = report.p99_ms !== undefined && report.answers !== undefined ? { p99Ms: report.p99_ms, answers: report.answers } : undefined;
+      pool.observeRemoteInteractive(report.source, load, this.deps.share(), report.queued_ms, answered);
       this.applied += 1;
     });
   }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
-import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, type HttpEngineKindName, type ReplicaKind } from './engine-kinds.js';
+import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, type HttpEngineKindName, type ReplicaKind, httpEngineKind } from './engine-kinds.js';
 import { Fleet } from './fleet.js';
 import type { FleetSettings } from './fleet-settings.js';
 import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
@@ -29,12 +29,25 @@ export interface ReplicaSpec {
   readonly timeout_seconds?: number;
   /** vllm, sglang: send each request's urgency in the server's priority field. */
   readonly priority_hints?: boolean | 'low_values_first';
-  /** vllm, sglang: the server's Prometheus metrics, e.g. http://10.0.0.5:8000/metrics. */
-  readonly metrics_url?: string;
+  /** vllm, sglang: the server's Prometheus metrics; default /metrics at base_url's origin; false: not read. */
+  readonly metrics_url?: string | false;
 }
 
 export interface FleetSpec {
-  readonly models: Readonly<Record<string, { readonly replicas: readonly ReplicaSpec[] }>>;
+  readonly models: Readonly<Record<string, { readonly replicas: readonly ReplicaSpec[]; readonly interactive_p99_ms?: number }>>;
+}
+
+/**
+ * Where a replica's load gauges are read: FLEET_FILE's `metrics_url`, else, for a kind that
+ * publishes them (engine-kinds.ts), /metrics at its base URL's origin, where vLLM serves them (and
+ * SGLang, started with --enable-metrics). A server that answers there with something else is read
+ * as having no gauges, and its capacity is learned from throughput alone.
+ */
+export function metricsUrlOf(replica: ReplicaSpec): string | undefined {
+  if (replica.metrics_url === false) return undefined;
+  if (replica.metrics_url) return replica.metrics_url;
+  if (!httpEngineKind(replica.kind)?.gauges || !replica.base_url) return undefined;
+  return new URL('/metrics', replica.base_url).href;
 }
 
 export function readFleetSpec(path: string): FleetSpec {
@@ -59,13 +72,14 @@ export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'war
   const { engine } = settings;
   const spec: FleetSpec = settings.fleetFile ? readFleetSpec(settings.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: BUILTIN_KIND }] } } };
   const poolSettings = { maxAttempts: engine.maxAttempts, backoffMs: engine.backoffMs, cooldownMs: engine.cooldownMs };
+  const fallbackSettings = { ...poolSettings, ...(engine.interactiveP99Ms !== undefined ? { interactiveP99Ms: engine.interactiveP99Ms } : {}) };
   const { defaultRegion, ...imageSettings } = settings.images;
   const images = new ImageResolver(settings.s3Client, defaultRegion, imageSettings, log);
   const http = (id: string, kind: HttpEngineKindName, baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}), ...extra });
 
   const pools = new Map<string, ReplicaPool>();
-  for (const [model, { replicas }] of Object.entries(spec.models)) {
+  for (const [model, { replicas, interactive_p99_ms: objective }] of Object.entries(spec.models)) {
     const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
       const id = `${model}/${index}`;
       if (replica.kind === BUILTIN_KIND) {
@@ -78,22 +92,23 @@ export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'war
       return {
         replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? engine.apiKey, (replica.timeout_seconds ?? engine.timeoutMs / 1000) * 1000, {
           ...(replica.priority_hints ? { priorityHints: replica.priority_hints } : {}),
-          ...(replica.metrics_url ? { metricsUrl: replica.metrics_url } : {}),
+          ...(metricsUrlOf(replica) ? { metricsUrl: metricsUrlOf(replica)! } : {}),
         }),
         concurrency: replica.concurrency ?? engine.concurrency,
       };
     });
-    pools.set(model, new ReplicaPool(model, members, poolSettings, images));
+    const interactiveP99Ms = objective ?? engine.interactiveP99Ms;
+    pools.set(model, new ReplicaPool(model, members, { ...poolSettings, ...(interactiveP99Ms !== undefined ? { interactiveP99Ms } : {}) }, images));
   }
 
   let fallback: ReplicaPool | undefined;
   const { baseUrl, models } = engine;
   if (baseUrl) {
     const member = () => ({ replica: http(`${baseUrl}`, ENGINE_BASE_URL_KIND, baseUrl, engine.apiKey, engine.timeoutMs), concurrency: engine.concurrency });
-    if (models === '*') fallback = new ReplicaPool('*', [member()], poolSettings, images);
+    if (models === '*') fallback = new ReplicaPool('*', [member()], fallbackSettings, images);
     else {
       // One server, one pool: its concurrency limit holds across the models it serves.
-      const shared = new ReplicaPool(models.join(','), [member()], poolSettings, images);
+      const shared = new ReplicaPool(models.join(','), [member()], fallbackSettings, images);
       for (const model of models) if (!pools.has(model)) pools.set(model, shared);
     }
   }

@@ -25,6 +25,8 @@ export interface EngineSettings {
   readonly backoffMs: number;
   /** How long a failing replica is left out before it is tried again. */
   readonly cooldownMs: number;
+  /** Every model's interactive p99 objective, ms (FLEET_FILE's `interactive_p99_ms` sets it per model); undefined: none. */
+  readonly interactiveP99Ms: number | undefined;
 }
 
 export interface FleetImageSettings extends ImageResolverSettings {

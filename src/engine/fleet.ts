@@ -4,6 +4,7 @@ import type { ReplicaPool } from './replica-pool.js';
 /** Model serve name → its replicas. Batches and /compat/v1 share it. */
 export class Fleet implements EngineDirectory {
   private timer: NodeJS.Timeout | undefined;
+  private loadTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly pools: ReadonlyMap<string, ReplicaPool>,
@@ -39,9 +40,26 @@ export class Fleet implements EngineDirectory {
     this.timer = setTimeout(tick, intervalMs).unref();
   }
 
+  /**
+   * Reads the replicas' load gauges every `intervalMs` (ReplicaPool.readLoad): often, because they
+   * say at once when an engine's batch is full or another client's load makes requests wait, which
+   * throughput only finds at its next probe.
+   */
+  startLoadReadings(intervalMs: number): void {
+    const pools = [...new Set([...this.pools.values(), ...(this.fallback ? [this.fallback] : [])])];
+    const tick = () => {
+      void Promise.all(pools.map((pool) => pool.readLoad())).finally(() => {
+        if (this.loadTimer) this.loadTimer = setTimeout(tick, intervalMs).unref();
+      });
+    };
+    this.loadTimer = setTimeout(tick, intervalMs).unref();
+  }
+
   stop(): void {
     clearTimeout(this.timer);
+    clearTimeout(this.loadTimer);
     this.timer = undefined;
+    this.loadTimer = undefined;
   }
 }
 

@@ -8,6 +8,7 @@ import type { FleetShare } from './scheduling/interactive-headroom.js';
 import { requestsHeldAhead, slotsForWaitingWork } from './scheduling/hold-ahead.js';
 import { InteractiveQueueing, ReplicaYield } from './scheduling/interactive-yield.js';
 import { ReplicaHealth } from './scheduling/replica-health.js';
+import { InteractiveObjective } from './scheduling/interactive-objective.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduling/scheduler.js';
 import { backoffDelay } from '../platform/retry.js';
 
@@ -21,6 +22,8 @@ export interface PoolSettings {
    * (a ceiling then). false: always the configured concurrency.
    */
   readonly learnCapacity?: boolean;
+  /** The objective for this model's interactive requests: their p99 in ms, waiting included (InteractiveObjective). */
+  readonly interactiveP99Ms?: number;
 }
 
 interface Member {
@@ -39,6 +42,8 @@ interface Waiting extends WorkItem {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A replica holding no request has its gauges read once in this many readings: nothing of this process's depends on them then. */
+const LOAD_READINGS_WHEN_IDLE = 20;
 const overloaded = (status: number) => status === 429 || status === 503;
 const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
 
@@ -60,6 +65,10 @@ export class ReplicaPool implements InferenceEngine {
   private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
   /** How long this process's interactive requests queued inside the engines, for its load reports. */
   private readonly queueing = new InteractiveQueueing();
+  /** The batch concurrency the interactive objective allows, where there is one. */
+  private readonly objective: InteractiveObjective | undefined;
+  /** Load readings so far: a replica holding no request is read once in LOAD_READINGS_WHEN_IDLE. */
+  private readings = 0;
 
   constructor(
     readonly model: string,
@@ -74,6 +83,30 @@ export class ReplicaPool implements InferenceEngine {
       return { replica, capacity, ceiling: concurrency, health: new ReplicaHealth(settings.cooldownMs), yielding: new ReplicaYield(capacity) };
     });
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
+    this.objective = settings.interactiveP99Ms !== undefined ? new InteractiveObjective({ p99Ms: settings.interactiveP99Ms }) : undefined;
+  }
+
+  /**
+   * The interactive objective and how it stands: the objective (ms), the p99 measured over the last
+   * minute (ms; undefined without answers), and the batch concurrency it allows now (Infinity:
+   * every slot the replicas' limits leave). Undefined without an objective.
+   */
+  objectiveState(): { p99Ms: number; measuredP99Ms: number | undefined; batchCap: number } | undefined {
+    if (!this.objective) return undefined;
+    const now = Date.now();
+    return { p99Ms: this.objective.settings.p99Ms, measuredP99Ms: this.objective.measuredP99(now), batchCap: this.batchCap(now) };
+  }
+
+  /** The batch and background work the scheduler may keep in flight now: the objective's cap. */
+  private batchCap(now: number): number {
+    if (!this.objective) return Number.POSITIVE_INFINITY;
+    const counts = this.scheduler.inFlight();
+    return this.objective.batchCap(now, counts.batch + counts.background);
+  }
+
+  /** How each replica's capacity is learned now, for status reports: from its gauges or throughput alone, and where its search stands. */
+  capacityState(): Array<{ id: string; source: 'gauges' | 'throughput'; phase: string; lookahead: number | undefined }> {
+    return this.members.map((member) => ({ id: member.replica.id, source: member.capacity.source, phase: member.capacity.phase, lookahead: member.capacity.lookaheadRequests }));
   }
 
   get replicas(): Replica[] {
@@ -101,10 +134,13 @@ export class ReplicaPool implements InferenceEngine {
    * process's share of the fleet's batch work. `queuedMs`: how much later than the engine's
    * uncrowded latency those requests were answered lately (the median); above the slack in
    * reports in a row from one source they wait inside the engine for a slot, and each replica
-   * whose batch work here fills what it may use gives one back.
+   * whose batch work here fills what it may use gives one back. `answered`: the p99 of its
+   * interactive answers since its previous report, and how many, which the objective judges here
+   * where this process has too few of its own.
    */
-  observeRemoteInteractive(source: string, load: number, share: FleetShare = 1, queuedMs?: number): void {
+  observeRemoteInteractive(source: string, load: number, share: FleetShare = 1, queuedMs?: number, answered?: { p99Ms: number; answers: number }): void {
     this.scheduler.observeRemoteInteractive(source, load, share);
+    if (answered) this.objective?.reportedBy(Date.now(), answered.p99Ms, answered.answers);
     this.yieldToInteractive(source, queuedMs);
     this.dispatch();
   }
@@ -115,6 +151,11 @@ export class ReplicaPool implements InferenceEngine {
    */
   interactiveQueueing(): number | undefined {
     return this.queueing.median();
+  }
+
+  /** With an objective: the p99 of the interactive answers since the last call, and how many (each call starts anew). */
+  interactiveAnswered(): { p99Ms: number; answers: number } | undefined {
+    return this.objective?.report();
   }
 
   /** A slot back from each replica whose batch work fills its share, once queueing persists (see ReplicaYield). */
@@ -145,6 +186,14 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    const receivedAt = Date.now();
+    const response = await this.attempts(request, onDelta);
+    // The objective is the caller's view: the wait for a slot, every attempt and the backoffs between.
+    if ((request.serviceClass ?? 'interactive') === 'interactive' && this.objective && !transient(response)) this.objective.answered(Date.now(), Date.now() - receivedAt);
+    return response;
+  }
+
+  private async attempts(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
     const avoid = new Set<string>();
     let lastResponse: EngineResponse | undefined;
     let lastError = 'no attempt made';
@@ -248,7 +297,7 @@ export class ReplicaPool implements InferenceEngine {
 
   /** Starts whatever the scheduler admits now. */
   private dispatch(): void {
-    for (const { work, replica } of this.scheduler.admit(this.capacities())) work.admit(replica);
+    for (const { work, replica } of this.scheduler.admit(this.capacities(), this.batchCap(Date.now()))) work.admit(replica);
   }
 
   private capacities(): ReplicaCapacity[] {
@@ -274,14 +323,33 @@ export class ReplicaPool implements InferenceEngine {
     return this.settings.learnCapacity === false ? member.ceiling : member.capacity.limit;
   }
 
-  /** Brings back replicas that answer their health check, and reads the load of those that publish it. */
+  /** Brings back replicas that answer their health check. */
   async checkHealth(): Promise<void> {
     const now = Date.now();
     await Promise.all(
       this.members.map(async (member) => {
         if (!member.health.isUp(now) && (await member.replica.health())) member.health.recovered();
-        const load = await member.replica.load?.();
-        if (load) member.capacity.observeLoad(load, Date.now());
+      }),
+    );
+    this.dispatch();
+  }
+
+  /**
+   * Reads the load gauges of the replicas that publish them (see EngineCapacity.observeLoad): each
+   * that holds requests at every call, one that holds none at every LOAD_READINGS_WHEN_IDLE-th.
+   */
+  async readLoad(): Promise<void> {
+    const reading = this.readings++;
+    await Promise.all(
+      this.members.map(async (member) => {
+        if (!member.replica.load) return;
+        const counts = this.scheduler.inFlight(member.replica.id);
+        const inFlight = counts.interactive + counts.batch + counts.background;
+        if (inFlight === 0 && reading % LOAD_READINGS_WHEN_IDLE !== 0) return;
+        // In use as the engine is read: what this process has in it, and the slots it keeps free for interactive requests.
+        const inUse = inFlight + this.reservedOn(member);
+        const load = await member.replica.load();
+        if (load) member.capacity.observeLoad(load, Date.now(), inUse);
       }),
     );
     this.dispatch();

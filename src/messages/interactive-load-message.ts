@@ -9,5 +9,8 @@ export interface InteractiveLoadMessage {
   latency_ms: number;
   /** How much later than the engine's floor its requests came lately (median, ms); absent with too few. */
   queued_ms?: number;
+  /** With an interactive objective: the p99 of its answers since its previous message (ms, waiting included), and how many. */
+  p99_ms?: number;
+  answers?: number;
   at: number;
 }

@@ -61,8 +61,34 @@ export function observeFleet(metrics: Metrics, fleet: Fleet): void {
   metrics.readAtScrape('spool_scheduler_interactive_reserve', 'Engine slots batch work leaves free for interactive requests (their load here, or reported by the API on Kafka)', ['model'], () =>
     pools.map(({ model, pool }) => ({ labels: { model }, value: pool.interactiveReserve() })),
   );
+  const replicaLabel = (model: string, id: string, index: number) => (model === '*' ? `engine-base-url-${index}` : id);
   metrics.readAtScrape('spool_engine_concurrency_limit', "Each replica's learned concurrency limit", ['model', 'replica'], () =>
-    pools.flatMap(({ model, pool }) => pool.state().map((replica, index) => ({ labels: { model, replica: model === '*' ? `engine-base-url-${index}` : replica.id }, value: replica.limit }))),
+    pools.flatMap(({ model, pool }) => pool.state().map((replica, index) => ({ labels: { model, replica: replicaLabel(model, replica.id, index) }, value: replica.limit }))),
+  );
+  metrics.readAtScrape('spool_engine_capacity_from_gauges', "1 while a replica's limit is guarded by its engine's load gauges (fresh), 0 while it is learned from throughput alone", ['model', 'replica'], () =>
+    pools.flatMap(({ model, pool }) => pool.capacityState().map((replica, index) => ({ labels: { model, replica: replicaLabel(model, replica.id, index) }, value: replica.source === 'gauges' ? 1 : 0 }))),
+  );
+  metrics.readAtScrape('spool_engine_lookahead_requests', 'Requests the cruising limit keeps waiting inside the engine, as its gauges show', ['model', 'replica'], () =>
+    pools.flatMap(({ model, pool }) =>
+      pool.capacityState().flatMap((replica, index) => (replica.lookahead === undefined ? [] : [{ labels: { model, replica: replicaLabel(model, replica.id, index) }, value: replica.lookahead }])),
+    ),
+  );
+  // The interactive objective, where one is set: what it is, what was measured, and the batch concurrency it allows.
+  const objectives = () => pools.flatMap(({ model, pool }) => {
+    const state = pool.objectiveState();
+    return state ? [{ model, state }] : [];
+  });
+  metrics.readAtScrape('spool_interactive_p99_objective_seconds', "The objective for a model's interactive requests: their p99, waiting included", ['model'], () =>
+    objectives().map(({ model, state }) => ({ labels: { model }, value: state.p99Ms / 1000 })),
+  );
+  metrics.readAtScrape('spool_interactive_p99_seconds', "The p99 of a model's interactive requests over the last minute, waiting included (with an objective)", ['model'], () =>
+    objectives().flatMap(({ model, state }) => (state.measuredP99Ms === undefined ? [] : [{ labels: { model }, value: state.measuredP99Ms / 1000 }])),
+  );
+  metrics.readAtScrape('spool_batch_concurrency', 'The batch and background requests the scheduler keeps in flight at most now: the replicas\' limits less the interactive reserve, and the objective\'s cap', ['model'], () =>
+    pools.map(({ model, pool }) => {
+      const limits = pool.state().reduce((sum, replica) => sum + (replica.healthy ? replica.limit : 0), 0);
+      return { labels: { model }, value: Math.max(0, Math.min(limits - Math.ceil(pool.interactiveReserve() - 1e-9), pool.objectiveState()?.batchCap ?? Number.POSITIVE_INFINITY)) };
+    }),
   );
 }
 

@@ -58,7 +58,7 @@ export interface FleetParts {
   readonly fleet: Fleet;
   /** The weights this process's built-in replicas serve: the last completed reload's, wherever it was completed. */
   readonly servedWeights: ServedWeights;
-  /** Health-checks replicas that were left out, so they come back. */
+  /** Health-checks replicas that were left out, so they come back, and reads the load gauges of those that publish them. */
   startHealthChecks(): void;
 }
 
@@ -135,7 +135,14 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
   lifecycle.opened('the fleet', () => fleet.stop());
   observeFleet(context.metrics, fleet);
   const servedWeights = new ServedWeights({ queries: application.weightsQueries, projector: application.projector, fleet, log: logger });
-  return { fleet, servedWeights, startHealthChecks: () => fleet.startHealthChecks(config.engine.healthCheckIntervalMs) };
+  return {
+    fleet,
+    servedWeights,
+    startHealthChecks: () => {
+      fleet.startHealthChecks(config.engine.healthCheckIntervalMs);
+      fleet.startLoadReadings(config.engine.loadReadingIntervalMs);
+    },
+  };
 }
 
 /** JOBS_FILE's definitions, read before anything is opened: a missing or malformed file is a configuration mistake. */

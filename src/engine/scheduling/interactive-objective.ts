@@ -32,6 +32,10 @@ export interface InteractiveObjectiveSettings {
  */
 export class InteractiveObjective {
   private since: number[] = [];
+  /** Since the last change, what other processes reported of their interactive answers: how many, and the highest p99 among their reports. */
+  private reported = { answers: 0, p99Ms: 0 };
+  /** Answers since the last report() to other processes. */
+  private unreported: number[] = [];
   private recent: Array<{ at: number; latencyMs: number }> = [];
   private cap = Number.POSITIVE_INFINITY;
   private lastAnswerAt = Number.NEGATIVE_INFINITY;
@@ -57,6 +61,7 @@ export class InteractiveObjective {
     if (!(latencyMs >= 0)) return;
     this.lastAnswerAt = Math.max(this.lastAnswerAt, at);
     this.since.push(latencyMs);
+    if (this.unreported.length < MAX_UNREPORTED) this.unreported.push(latencyMs);
     this.recent.push({ at, latencyMs });
     while (this.recent.length > 0 && this.recent[0]!.at < at - this.reportWindowMs) this.recent.shift();
   }
@@ -68,19 +73,45 @@ export class InteractiveObjective {
   batchCap(at: number, batchInFlight: number): number {
     if (at - this.lastAnswerAt > this.idleMs) {
       this.cap = Number.POSITIVE_INFINITY;
-      this.since = [];
+      this.changed();
       return this.cap;
     }
-    if (this.since.length < this.leastAnswers) return this.cap;
-    const p99 = percentile99(this.since);
+    // Its own answers where it has enough, else what other processes reported (the API's, on the
+    // Kafka shape): the highest of their reports' p99s, which errs towards the objective.
+    const p99 = this.since.length >= this.leastAnswers ? percentile99(this.since) : this.reported.answers >= this.leastAnswers ? this.reported.p99Ms : undefined;
+    if (p99 === undefined) return this.cap;
     if (p99 > this.settings.p99Ms) {
       this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cut));
-      this.since = [];
+      this.changed();
     } else if (p99 < this.margin * this.settings.p99Ms && Number.isFinite(this.cap)) {
       this.cap += Math.max(1, Math.ceil(this.cap * this.growth));
-      this.since = [];
+      this.changed();
     } else if (this.since.length >= 4 * this.leastAnswers) this.since = this.since.slice(-this.leastAnswers);
+    else if (this.reported.answers >= 4 * this.leastAnswers) this.reported = { answers: 0, p99Ms: 0 };
     return this.cap;
+  }
+
+  /**
+   * Another process's interactive answers since its previous report: `answers` of them, with this
+   * p99 (on the Kafka shape the API serves /compat/v1 and the inference processors, which hold
+   * the batch work, never see those requests).
+   */
+  reportedBy(at: number, p99Ms: number, answers: number): void {
+    if (!(p99Ms >= 0 && answers > 0)) return;
+    this.lastAnswerAt = Math.max(this.lastAnswerAt, at);
+    this.reported = { answers: this.reported.answers + answers, p99Ms: Math.max(this.reported.p99Ms, p99Ms) };
+  }
+
+  /** This process's answers since the last call, for other processes: their p99 and how many (undefined: none). Each call starts anew. */
+  report(): { p99Ms: number; answers: number } | undefined {
+    const answers = this.unreported;
+    this.unreported = [];
+    return answers.length > 0 ? { p99Ms: percentile99(answers), answers: answers.length } : undefined;
+  }
+
+  private changed(): void {
+    this.since = [];
+    this.reported = { answers: 0, p99Ms: 0 };
   }
 
   /** The p99 of the interactive answers of the last `reportWindowMs` (undefined without any). */
@@ -89,6 +120,9 @@ export class InteractiveObjective {
     return latencies.length > 0 ? percentile99(latencies) : undefined;
   }
 }
+
+/** The most answers kept between two reports to other processes (a second's worth at any sane rate). */
+const MAX_UNREPORTED = 10_000;
 
 /** The 99th percentile by the nearest-rank method. */
 function percentile99(values: readonly number[]): number {

@@ -69,7 +69,8 @@ interface Running<T> {
  * 3. Background only when no batch work waits.
  * 4. Batch and background together stay below the available replicas' total limit by a reserve
  *    that follows the interactive load (InteractiveHeadroom), so an interactive request usually
- *    finds a slot free instead of waiting for a batch line to finish.
+ *    finds a slot free instead of waiting for a batch line to finish; and below the cap an
+ *    interactive objective sets, where the operator set one.
  * Batch and background work is held to each replica's limit; work goes to the replica with the
  * most free slots.
  */
@@ -115,12 +116,16 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     return (serviceClass === 'batch' ? this.batch : this.background).withdraw(id);
   }
 
-  /** The work to send now, each with its replica; counted in flight until complete(). */
-  admit(replicas: readonly ReplicaCapacity[]): Array<Admission<T>> {
+  /**
+   * The work to send now, each with its replica; counted in flight until complete(). `batchCap`:
+   * the most batch and background work to keep in flight across the replicas (an interactive
+   * objective's; see InteractiveObjective), beside the limits and the reserve.
+   */
+  admit(replicas: readonly ReplicaCapacity[], batchCap = Number.POSITIVE_INFINITY): Array<Admission<T>> {
     const now = this.now();
     const usable = replicas.filter((replica) => replica.available !== false);
     const capacity = usable.reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
-    const othersCap = capacity - this.headroom.reserve(now, capacity);
+    const othersCap = Math.min(batchCap, capacity - this.headroom.reserve(now, capacity));
     let others = usable.reduce((sum, replica) => {
       const counts = this.counts(replica.id);
       return sum + counts.batch + counts.background;
