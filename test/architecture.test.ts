@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -145,3 +146,29 @@ describe('the import rule', () => {
     expect(sourceFiles('src/domain').filter((file) => mutable.test(readFileSync(join(root, file), 'utf8')))).toEqual([]);
   });
 });
+
+describe('the folder map in docs/ARCHITECTURE.md', () => {
+  it('lists every folder of the tree that holds a tracked file, and no other', () => {
+    const doc = readFileSync(join(root, 'docs/ARCHITECTURE.md'), 'utf8');
+    const block = /<!-- folder-map -->\s*```\n([\s\S]*?)```/.exec(doc)?.[1] ?? '';
+    const mapped = block.split('\n').map((line) => line.split(/\s+/)[0]!).filter(Boolean).map((folder) => folder.replace(/\/$/, ''));
+    const tracked = trackedFiles();
+    const folders = [...new Set(tracked.map((file) => dirname(file)).filter((folder) => folder !== '.'))];
+    expect(mapped.length).toBeGreaterThan(10);
+    expect([...mapped].sort()).toEqual(folders.sort());
+  });
+});
+
+/** The repository's files: git's list in a checkout, else every file but built, fetched and generated ones. */
+function trackedFiles(): string[] {
+  try {
+    return execFileSync('git', ['ls-files'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split('\n').filter(Boolean);
+  } catch {
+    const skipped = new Set(['node_modules', 'dist', 'data', '.cache', '.git', 'target']);
+    return readdirSync(root, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(root, join(entry.parentPath, entry.name)))
+      .filter((file) => !file.split('/').some((part) => skipped.has(part)));
+  }
+}
+
