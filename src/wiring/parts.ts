@@ -145,7 +145,7 @@ async function wireFleet(context: PartsContext, application: ApplicationParts): 
     stagingDir: join(config.dataDir, 'staging'),
     openSource: async () => {
       const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../blob-store/s3-blob-store.js')]);
-      return new S3CheckpointSource(createS3Client(config.s3));
+      return new S3CheckpointSource(createS3Client(config.s3), config.s3);
     },
     retryDelayMs: config.weightSyncRetryMs,
     observer: weightSyncObserver(context.metrics),
