@@ -3,6 +3,7 @@ import type { Projector } from '../projections/projector.js';
 import { type EventStore, type Position, comparePositions, positionFromString } from '../src/event-store/event-store.js';
 import type { Consumer, MessageLog } from '../src/message-log/message-log.js';
 import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS, type WorkMessage } from '../src/message-log/topics.js';
+import { type StorageSpace, isOutOfSpace } from '../src/storage-space.js';
 import { ChunkInterruptedError } from './batch-runner.js';
 
 /** How long a message waits for this process's read models to reach the event behind it. */
@@ -34,6 +35,8 @@ export class WorkConsumer {
       prefetch?: number;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       handle: (message: WorkMessage) => Promise<void>;
+      /** Told of work that failed for lack of storage space: the episode is logged there, once, not each retry here. */
+      storage?: Pick<StorageSpace, 'refused'>;
     },
   ) {}
 
@@ -45,10 +48,16 @@ export class WorkConsumer {
         topics: [WORK_TOPICS[kind]],
         concurrency: this.deps.concurrency,
         ...(this.deps.prefetch ? { prefetch: this.deps.prefetch } : {}),
-        onError: (error, message) =>
-          error instanceof ChunkInterruptedError
-            ? log.info({ topic: message.topic, partition: message.partition, offset: message.offset, reason: error.message }, 'work left for the next start')
-            : log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again'),
+        onError: (error, message) => {
+          if (error instanceof ChunkInterruptedError) {
+            log.info({ topic: message.topic, partition: message.partition, offset: message.offset, reason: error.message }, 'work left for the next start');
+          } else if (isOutOfSpace(error)) {
+            // Retried like any failure, until space is freed; the storage episode is the one log line for it.
+            this.deps.storage?.refused(error, `${kind} processor`);
+          } else {
+            log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again');
+          }
+        },
       },
       async (delivered) => {
         let message: WorkMessage;

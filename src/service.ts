@@ -89,7 +89,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
     const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing, expiryCheckMs: options.expiryCheckMs ?? 1000 });
-    const readiness = readinessReport({ roles, config, logger, parts, workers });
+    const readiness = readinessReport({ roles, config, logger, parts, workers, storage: adapters.storage });
     const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? DEFAULT_UPLOAD_LIMITS, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 

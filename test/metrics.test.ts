@@ -32,6 +32,7 @@ const SERIES = [
   'spool_event_store_append_duration_seconds',
   'spool_projection_lag_events',
   'spool_relay_lag_events',
+  'spool_storage_full',
   'process_cpu_user_seconds_total',
   'nodejs_eventloop_lag_seconds',
 ];

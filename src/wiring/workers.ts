@@ -200,6 +200,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         ...(processor.prefetch ? { prefetch: processor.prefetch } : {}),
         log: logger.child({ component: `${kind}-processor` }),
         handle: processor.handle,
+        storage: adapters.storage,
       }),
     );
   }
@@ -215,6 +216,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         // The embedded log starts empty at every start, so the relay starts from the beginning too.
         checkpoint: config.kafka ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
         log: logger.child({ component: 'relay' }),
+        storage: adapters.storage,
       })
     : undefined;
   if (relay) {
