@@ -23,6 +23,8 @@ export default defineConfig({
       'test/chunk-admission.test.ts',
       'test/repeating-task.test.ts',
       'test/heap-policy.test.ts',
+      // Out-of-space classification and episodes (real SQLite, real statfs).
+      'test/storage-space.test.ts',
     ],
     testTimeout: 60_000,
     maxWorkers: 2,
