@@ -10,7 +10,7 @@ import { S3BlobStore, createS3Client } from '../src/blob-store/s3-blob-store.js'
 import { loadConfig } from '../src/config.js';
 import { packageRoot } from '../src/package-root.js';
 import { type RunningService, startService } from '../src/service.js';
-import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { startSpoolCli, stop, unusedPort, waitForReady } from './support/processes.js';
@@ -154,6 +154,10 @@ describe('GET /metrics on every process', () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
 
+    // The finalizer records a batch's deadline margin once it has also removed the batch's work
+    // files, a moment after the batch shows completed (on a loaded machine, after the weight sync
+    // above): that moment is waited for, and the count asserted below.
+    await waitUntil(async () => sum(await scrape(`${service.url}/metrics`), 'spool_batch_deadline_margin_seconds_count') > 0, 10_000);
     const api = await scrape(`${service.url}/metrics`);
     const worker = await scrape(`${inferenceMetrics}/metrics`);
     // /metrics moved to METRICS_PORT: the processor's health port no longer serves it.
