@@ -12,6 +12,10 @@ import {
 import { type Projection, applyEvents } from './projection.js';
 import { type StreamKind, parseStreamName } from '../src/domain/stream-names.js';
 import { statement } from './read-model-store.js';
+import { type StorageSpace, isOutOfSpace } from '../src/platform/storage-space.js';
+
+/** How long a read-model write that found no room waits before it is tried again. */
+const ROOM_RETRY_MS = 500;
 
 export class ProjectionTimeoutError extends Error {
   override readonly name = 'ProjectionTimeoutError';
@@ -43,11 +47,15 @@ export class Projector {
   /** Events applied since start per kind of stream: a query cache over one kind is stale once its count moves. */
   private readonly appliedByKind = new Map<StreamKind, number>();
 
+  private stopping = false;
+
   constructor(
     private readonly store: EventStore,
     private readonly db: Database.Database,
     private readonly projections: readonly Projection[],
     private readonly log: Pick<Logger, 'info' | 'error'>,
+    /** Told whether the read models' writes find room; one that finds none is tried again. */
+    private readonly storage?: Pick<StorageSpace, 'refused' | 'wrote'>,
   ) {}
 
   async start(): Promise<void> {
@@ -62,6 +70,7 @@ export class Projector {
     );
     this.subscription = this.store.subscribeToAll(from ? { after: from } : {}, (events) => this.applyBatch(events));
     this.subscription.done.catch((error: Error) => {
+      if (this.stopping) return;
       this.failure = error;
       this.log.error({ err: error }, 'projections stopped: a read model could not apply an event');
     });
@@ -102,11 +111,11 @@ export class Projector {
     })();
   }
 
-  private applyBatch(events: readonly RecordedEvent[]): void {
+  private async applyBatch(events: readonly RecordedEvent[]): Promise<void> {
     const last = events[events.length - 1];
     if (!last) return;
     const save = statement(this.db, 'UPDATE projection_checkpoints SET position = ? WHERE name = ?');
-    this.db.transaction(() => {
+    await this.whenThereIsRoom(this.db.transaction(() => {
       // Read models are apart from each other: each takes the page's events it has not seen, in order.
       for (const projection of this.projections) {
         const checkpoint = this.checkpoints.get(projection.name);
@@ -115,7 +124,7 @@ export class Projector {
         applyEvents(projection, this.db, seen ? events.filter((event) => comparePositions(event.position, checkpoint) > 0) : events);
       }
       for (const projection of this.projections) save.run(positionToString(last.position), projection.name);
-    })();
+    }));
     for (const projection of this.projections) this.checkpoints.set(projection.name, last.position);
     this.eventsApplied += events.length;
     for (const event of events) {
@@ -126,6 +135,25 @@ export class Projector {
     this.updateCaughtUp();
     this.releaseWaiters();
     for (const listener of [...this.listeners]) listener(events);
+  }
+
+  /**
+   * Runs a read-model transaction. One refused for lack of space left nothing behind, so it is run
+   * again every ROOM_RETRY_MS until it goes through (the read models resume where they were once
+   * space is freed) or the projector stops; any other failure stops the projections, as before.
+   */
+  private async whenThereIsRoom(transaction: () => void): Promise<void> {
+    for (;;) {
+      try {
+        transaction();
+        this.storage?.wrote();
+        return;
+      } catch (error) {
+        if (this.stopping || !isOutOfSpace(error)) throw error;
+        this.storage?.refused(error, 'read models');
+        await new Promise((resolve) => setTimeout(resolve, ROOM_RETRY_MS));
+      }
+    }
   }
 
   /** How many events of streams of this kind the read models took since start. */
@@ -215,6 +243,7 @@ export class Projector {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     await this.subscription?.stop();
     this.subscription = undefined;
   }

@@ -87,7 +87,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
     const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing });
-    const readiness = readinessReport({ roles, logger, adapters, parts, workers });
+    const readiness = readinessReport({ roles, logger, adapters, parts, workers, storage: adapters.storage });
     const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? config.uploadLimits, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 

@@ -11,7 +11,7 @@ import { createS3Client } from '../src/platform/s3-client.js';
 import { loadConfig } from '../src/config.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { type RunningService, startService } from '../src/service.js';
-import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { startSpoolCli, stop, unusedPort, waitForReady } from './support/processes.js';
@@ -33,6 +33,7 @@ const SERIES = [
   'spool_event_store_append_duration_seconds',
   'spool_projection_lag_events',
   'spool_relay_lag_events',
+  'spool_storage_full',
   'process_cpu_user_seconds_total',
   'nodejs_eventloop_lag_seconds',
 ];
@@ -154,6 +155,10 @@ describe('GET /metrics on every process', () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
 
+    // The finalizer records a batch's deadline margin once it has also removed the batch's work
+    // files, a moment after the batch shows completed (on a loaded machine, after the weight sync
+    // above): that moment is waited for, and the count asserted below.
+    await waitUntil(async () => sum(await scrape(`${service.url}/metrics`), 'spool_batch_deadline_margin_seconds_count') > 0, 10_000);
     const api = await scrape(`${service.url}/metrics`);
     const worker = await scrape(`${inferenceMetrics}/metrics`);
     // /metrics moved to METRICS_PORT: the processor's health port no longer serves it.

@@ -29,6 +29,8 @@ export default defineConfig({
       'test/repeating-task.test.ts',
       'test/heap-policy.test.ts',
       'test/retry.test.ts',
+      // Out-of-space classification and episodes (real SQLite, real statfs).
+      'test/storage-space.test.ts',
     ],
     testTimeout: 60_000,
     maxWorkers: 2,

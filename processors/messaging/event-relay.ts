@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { type Validation, isBatchEventType, statusAfter } from '../../src/domain/batch.js';
 import { parseStreamName } from '../../src/domain/stream-names.js';
+import type { StorageSpace } from '../../src/platform/storage-space.js';
 import {
   type EventStore,
   type Position,
@@ -160,6 +161,8 @@ export class EventRelay {
       schemas: MessageSchemas;
       checkpoint: RelayCheckpoint;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
+      /** Told whether the checkpoint's writes find room (relay.sqlite, on Kafka). */
+      storage?: Pick<StorageSpace, 'refused' | 'wrote'>;
     },
   ) {}
 
@@ -216,6 +219,7 @@ export class EventRelay {
       try {
         for (const [topic, list] of messagesFor(events, this.deps.schemas)) await this.deps.messageLog.publish(topic, list);
         this.deps.checkpoint.save(events[events.length - 1]!.position);
+        this.deps.storage?.wrote();
         break;
       } catch (error) {
         if (this.stopping) {
@@ -224,7 +228,8 @@ export class EventRelay {
         }
         this.failure = `could not publish: ${error instanceof Error ? error.message : String(error)}`;
         const delay = backoffDelay(PUBLISH_BACKOFF, ++failures);
-        this.deps.log.warn({ err: error, retry_in_ms: delay }, 'relay could not publish; it will try again');
+        // A checkpoint refused for lack of space is logged once for the episode, not at each retry.
+        if (!this.deps.storage?.refused(error, 'relay checkpoint')) this.deps.log.warn({ err: error, retry_in_ms: delay }, 'relay could not publish; it will try again');
         await this.sleep(delay);
       }
     }

@@ -5,6 +5,7 @@ import type { Consumer, MessageLog } from '../../src/message-log/message-log.js'
 import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS } from '../../src/messages/topics.js';
 import type { WorkMessage } from '../../src/messages/work-message.js';
 import { ChunkInterruptedError } from '../batch/batch-runner.js';
+import { type StorageSpace, isOutOfSpace } from '../../src/platform/storage-space.js';
 
 /** How long a message waits for this process's read models to reach the event behind it. */
 const CATCH_UP_MS = 60_000;
@@ -35,6 +36,8 @@ export class WorkConsumer {
       prefetch?: number;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       handle: (message: WorkMessage) => Promise<void>;
+      /** Told of work that failed for lack of storage space: the episode is logged there, once, not each retry here. */
+      storage?: Pick<StorageSpace, 'refused'>;
     },
   ) {}
 
@@ -46,10 +49,16 @@ export class WorkConsumer {
         topics: [WORK_TOPICS[kind]],
         concurrency: this.deps.concurrency,
         ...(this.deps.prefetch ? { prefetch: this.deps.prefetch } : {}),
-        onError: (error, message) =>
-          error instanceof ChunkInterruptedError
-            ? log.info({ topic: message.topic, partition: message.partition, offset: message.offset, reason: error.message }, 'work left for the next start')
-            : log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again'),
+        onError: (error, message) => {
+          if (error instanceof ChunkInterruptedError) {
+            log.info({ topic: message.topic, partition: message.partition, offset: message.offset, reason: error.message }, 'work left for the next start');
+          } else if (isOutOfSpace(error)) {
+            // Retried like any failure, until space is freed; the storage episode is the one log line for it.
+            this.deps.storage?.refused(error, `${kind} processor`);
+          } else {
+            log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again');
+          }
+        },
       },
       async (delivered) => {
         let message: WorkMessage;

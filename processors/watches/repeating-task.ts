@@ -1,3 +1,5 @@
+import { isOutOfSpace } from '../../src/platform/storage-space.js';
+
 /**
  * Runs `work` at start, then `intervalMs` after each run has ended: never two runs at once, and a
  * slow run delays the next rather than piling up. A failed run is reported and the next one goes
@@ -19,7 +21,9 @@ export class RepeatingTask {
     this.halted = false;
     const tick = () => {
       this.running = this.work()
-        .catch(this.onError)
+        // A write refused for lack of space was reported by the store that refused it, once for
+        // the whole episode (src/storage-space.ts); the next run tries again.
+        .catch((error: unknown) => (isOutOfSpace(error) ? undefined : this.onError(error)))
         .finally(() => {
           if (!this.halted) this.timer = setTimeout(tick, this.intervalMs).unref();
         });

@@ -114,6 +114,8 @@ export class WeightSyncer {
       this.deps.log.info({ model: row.model, sync_id: syncId, files: files.length }, 'checkpoint staged');
     } catch (error) {
       if (error instanceof Error && error.name === 'InvalidCheckpointError') {
+        const detail = (error as { detail?: string }).detail;
+        if (detail) this.deps.log.warn({ model: row.model, sync_id: syncId, reason: detail }, 'checkpoint could not be read');
         await this.deps.weightSync.record(row.model, { type: 'RecordRejected', syncId, differences: [error.message], at: this.deps.clock.nowSeconds() }, CORRELATION);
         return;
       }

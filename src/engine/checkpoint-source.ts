@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { type S3Addressing, bucketAddressingProblem } from '../platform/s3-location.js';
 import type { CheckpointManifest } from '../domain/checkpoint-compatibility.js';
 import { headerLength, parseHeader } from './builtin/safetensors.js';
 import { ConcurrencyLimit } from '../platform/concurrency-limit.js';
@@ -24,6 +25,13 @@ export interface RemoteCheckpoint {
 /** The checkpoint is not a valid one (as opposed to a transfer that failed): not worth retrying. */
 export class InvalidCheckpointError extends Error {
   override readonly name = 'InvalidCheckpointError';
+  constructor(
+    message: string,
+    /** Why, for the log, where the message says less. */
+    readonly detail?: string,
+  ) {
+    super(message);
+  }
 }
 
 const MIB = 1024 * 1024;
@@ -37,10 +45,22 @@ const MIB = 1024 * 1024;
 export class S3CheckpointSource {
   constructor(
     private readonly client: S3Client,
+    /** How `client` addresses buckets: a bucket it cannot address is refused before any request. */
+    private readonly addressing: S3Addressing = {},
     private readonly settings: { partBytes: number; parallel: number } = { partBytes: 8 * MIB, parallel: 4 },
   ) {}
 
+  /**
+   * A location the client cannot address fails as a checkpoint that cannot be read, with the same
+   * message whatever the bucket; the reason is the error's detail, for the log.
+   */
+  private assertAddressable(bucket: string, prefix: string): void {
+    const problem = bucketAddressingProblem(bucket, this.addressing);
+    if (problem) throw new InvalidCheckpointError(`The checkpoint s3://${bucket}/${prefix} could not be read`, `bucket refused: ${problem}`);
+  }
+
   async describe(bucket: string, prefix: string): Promise<RemoteCheckpoint> {
+    this.assertAddressable(bucket, prefix);
     const config = await this.head(bucket, `${prefix}config.json`);
     if (!config) throw new InvalidCheckpointError(`s3://${bucket}/${prefix} has no config.json`);
     const configJson = JSON.parse((await this.read(bucket, `${prefix}config.json`, config.etag)).toString('utf8')) as Record<string, unknown>;
@@ -89,6 +109,7 @@ export class S3CheckpointSource {
    * not leave the pool idle.
    */
   async transfer(bucket: string, prefix: string, files: readonly CheckpointFile[], folder: string): Promise<Array<{ name: string; bytes: number; sha256: string }>> {
+    this.assertAddressable(bucket, prefix);
     await makePrivateDirectoryAsync(folder);
     const pool = new ConcurrencyLimit(this.settings.parallel);
     const settled = await Promise.allSettled(files.map((file) => this.transferFile(bucket, prefix, file, folder, pool)));

@@ -141,6 +141,9 @@ export class SqliteEventStore implements EventStore {
               wrote ||= outcome.wrote;
               settled.push({ result: outcome.result });
             } catch (error) {
+              // SQLite may roll the whole transaction back on some errors (SQLITE_FULL, an I/O
+              // error): then nothing of the group was written, and each of its appends hears that error.
+              if (!this.db.inTransaction) throw error;
               settled.push({ error });
             }
           }

@@ -6,6 +6,10 @@ import { ApiError, invalidRequest, notFound, tooLarge } from './api-error.js';
 import { nodeHttp } from '../platform/node-http.js';
 import type { SchemaProblem } from '../platform/schemas.js';
 import { bodyRefusal, parameterRefusal } from './schema-refusals.js';
+import { isOutOfSpace } from '../platform/storage-space.js';
+
+/** The code of a request refused because the service's storage is full (507). */
+export const INSUFFICIENT_STORAGE = 'insufficient_storage';
 
 const LOCATIONS: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header', body: 'body' };
 
@@ -61,7 +65,8 @@ export function installErrorHandling(app: FastifyInstance): void {
     // Answering before the body was read (an upload cut off): close the connection rather than
     // read and discard whatever the client still sends.
     if (!request.raw.complete) void reply.header('connection', 'close');
-    if (answer.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    // A full storage is a condition, logged once per episode where the write was refused: not a defect with a stack.
+    if (answer.statusCode >= 500 && answer.code !== INSUFFICIENT_STORAGE) request.log.error({ err: error }, 'request failed');
     else request.log.info({ err: { message: error.message, code: error.code } }, 'request refused');
     return reply.status(answer.statusCode).send(answer.toBody());
   });
@@ -73,6 +78,9 @@ export function toApiError(error: FastifyError | Error): ApiError {
     return tooLarge(`File is too large: the ${error.limitName} is ${error.limitBytes} bytes`, 'file');
   }
   if (error instanceof BlobNotFoundError) return notFound('No such File object', 'file_id');
+  if (isOutOfSpace(error)) {
+    return new ApiError(507, 'The service is out of storage space: nothing of this request was kept; try again once space is freed', 'server_error', INSUFFICIENT_STORAGE);
+  }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) return bodyRefusal(fastifyError.validation[0] as SchemaProblem | undefined);
   const code = fastifyError.code ?? '';

@@ -9,10 +9,36 @@ function charsetOf(contentType: string | undefined): string | undefined {
 }
 
 /**
+ * Where in `value` the first number that is not finite sits, as the envelope's `param` names a
+ * field (`output_expires_after.seconds`, `messages.0.temperature`; '' for the body itself), or
+ * undefined when every number is finite. JSON.parse reads a number beyond the double range
+ * (1e309) as ±Infinity, which no schema bound is written for and no event may hold. Walked
+ * without recursion: a body may nest as deep as its megabyte allows.
+ */
+export function nonFiniteNumberAt(value: unknown): string | undefined {
+  const pending: Array<[unknown, string]> = [[value, '']];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [node, path] = next;
+    if (typeof node === 'number') {
+      if (!Number.isFinite(node)) return path;
+    } else if (node !== null && typeof node === 'object') {
+      const entries = Array.isArray(node) ? node.map((item, index) => [String(index), item] as const) : Object.entries(node);
+      // Pushed in reverse, so the first field in the body is the one named.
+      for (let index = entries.length - 1; index >= 0; index--) {
+        const [key, item] = entries[index]!;
+        pending.push([item, path ? `${path}.${key}` : key]);
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
  * JSON bodies are UTF-8 (RFC 8259 §8.1), strictly: another declared charset is 415; bytes that
  * are not UTF-8, or a byte order mark, are 400 — rather than decoded into replacement characters
  * that would end up in stored metadata. Parsing itself is Fastify's own (prototype-poisoning
- * checks included). Plain text bodies are not taken: no route reads one.
+ * checks included). Every number must be finite: one beyond the double range is 400 naming its
+ * field, whichever route the body is for. Plain text bodies are not taken: no route reads one.
  */
 export function installJsonBodyParser(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
@@ -36,6 +62,10 @@ export function installJsonBodyParser(app: FastifyInstance): void {
       if (error) {
         const empty = (error as { code?: string }).code === 'FST_ERR_CTP_EMPTY_JSON_BODY';
         return done(invalidRequest(empty ? 'The request body is empty: send a JSON object' : `The body is not valid JSON: ${error.message}`, '', 'invalid_json'), undefined);
+      }
+      const nonFinite = nonFiniteNumberAt(parsed);
+      if (nonFinite !== undefined) {
+        return done(invalidRequest(`Invalid ${nonFinite || 'body'}: must be a finite number (JSON numbers beyond ±1.7976931348623157e308 are not taken)`, nonFinite), undefined);
       }
       done(null, parsed);
     });

@@ -9,6 +9,8 @@ export const ExitCode = {
   unexpected: 1,
   /** Bad command line. */
   usage: 2,
+  /** A Node.js version Spool does not run on (node-version.ts): checked before anything else loads. */
+  unsupportedNode: 3,
   /** A dependency (event store, Kafka) stayed unreachable until the start-up deadline. */
   unavailable: 69,
   /** DATA_DIR (or a file under it) cannot be created or written. */

@@ -14,7 +14,10 @@ import { spoolTopics } from '../messages/topics.js';
 import { makePrivateDirectory } from '../platform/private-files.js';
 import { ExitCode, StartupFailure, oneLine } from '../process/startup-failure.js';
 import { type StartupDeadline, reachBeforeDeadline } from '../process/startup-retry.js';
+import { StorageSpace } from '../platform/storage-space.js';
 import type { Lifecycle } from './lifecycle.js';
+import { observeStorage } from './metrics-wiring.js';
+import { SpaceWatchedBlobStore, SpaceWatchedEventStore } from './space-watched-stores.js';
 
 // The production adapters load only when configured: their clients (gRPC, the AWS SDK, kafkajs)
 // would otherwise weigh on every embedded process.
@@ -48,6 +51,8 @@ export interface Adapters {
   readonly blobStore: BlobStore;
   readonly messageLog: MessageLog;
   readonly topics: readonly TopicSpec[];
+  /** Whether the local storage is full: told of every append and put, and of the read models' writes. */
+  readonly storage: StorageSpace;
 }
 
 /**
@@ -57,21 +62,32 @@ export interface Adapters {
 export async function openAdapters(context: { config: Config; logger: Logger; lifecycle: Lifecycle; eventStore?: EventStore | undefined; metrics?: Metrics }): Promise<Adapters> {
   const { config, logger, lifecycle } = context;
   const deadline: StartupDeadline = { at: Date.now() + config.startupTimeoutSeconds * 1000, setting: `STARTUP_TIMEOUT_SECONDS=${config.startupTimeoutSeconds}` };
+  const storage = new StorageSpace(logger.child({ component: 'storage' }), localStorageDirectories(config));
+  lifecycle.opened('the storage watch', () => storage.stop());
+  if (context.metrics) observeStorage(context.metrics, storage);
   const opened = context.eventStore ?? (await openEventStore(config));
   const appendDuration = context.metrics?.eventStoreAppendDuration;
-  const eventStore = appendDuration ? new AppendTimedEventStore(opened, (seconds) => appendDuration.observe(seconds)) : opened;
+  const eventStore = new SpaceWatchedEventStore(appendDuration ? new AppendTimedEventStore(opened, (seconds) => appendDuration.observe(seconds)) : opened, storage);
   lifecycle.opened('the event store', () => eventStore.close());
   if (eventStore.kind === 'eventstoredb' && !context.eventStore) {
     await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });
   }
-  const blobStore = await openBlobStore(config);
+  const blobStore = new SpaceWatchedBlobStore(await openBlobStore(config), storage);
   const messageLog = await openMessageLog(config, logger);
   lifecycle.opened('the message log', () => messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly')));
   const topics = config.kafka ? spoolTopics(config.kafka.partitions) : spoolTopics(4, config.batchParallelChunks);
   if (messageLog.kind === 'kafka') {
     await reachBeforeDeadline(() => messageLog.ensureTopics(topics), { dependency: 'Kafka cluster', variable: `KAFKA_BROKERS (${config.kafka?.brokers.join(',')})`, deadline, logger });
   }
-  return { eventStore, blobStore, messageLog, topics };
+  return { eventStore, blobStore, messageLog, topics, storage };
+}
+
+/** Where this process writes on local file systems: DATA_DIR, and a file: event store or blob store elsewhere. */
+function localStorageDirectories(config: Config): string[] {
+  const directories = new Set([config.dataDir]);
+  if (!config.eventStoreUrl) directories.add(dirname(config.eventsFile));
+  if (!config.blobStore) directories.add(config.blobsDir);
+  return [...directories];
 }
 
 /** DATA_DIR exists and is writable, or the start stops naming it. */

@@ -9,6 +9,7 @@ import type { Fleet } from '../engine/fleet.js';
 import type { EventStore, Position } from '../event-store/event-store.js';
 import { type Metrics, statusClass } from '../observability/metrics.js';
 import { ExitCode, StartupFailure } from '../process/startup-failure.js';
+import type { StorageSpace } from '../platform/storage-space.js';
 import type { Lifecycle } from './lifecycle.js';
 import { nodeHttp } from '../platform/node-http.js';
 
@@ -28,6 +29,13 @@ export function observeReadModels(metrics: Metrics, batches: BatchesQueries, pro
   metrics.readAtScrape('spool_projection_lag_events', 'Events in the log a projection has not applied yet', ['projection'], () =>
     Promise.all(projector.checkpointsByProjection().map(async ({ projection, position }) => ({ labels: { projection }, value: await eventsAfter(eventStore, position) }))),
   );
+}
+
+/** Whether this process found its local storage full (an episode of StorageSpace), read when scraped. */
+export function observeStorage(metrics: Metrics, storage: StorageSpace): void {
+  metrics.readAtScrape('spool_storage_full', 'Whether this process found its local storage full: 1 from a write refused for lack of space until there is room and a write succeeded', [], () => [
+    { labels: {}, value: storage.full ? 1 : 0 },
+  ]);
 }
 
 /** Events in the log the relay has not published yet, read when scraped. */

@@ -104,7 +104,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
   const { eventStore, blobStore } = adapters;
   const readModels = inDataDir(config.dataDir, () => openReadModelStore(join(config.dataDir, 'read-models.sqlite')));
   lifecycle.opened('the read models', () => readModels.close());
-  const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }));
+  const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }), adapters.storage);
   lifecycle.opened('the projector', () => projector.stop());
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
   const history = new HistoryQueries(readModels, eventStore);

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { SERVICE_VERSION } from '../http/app.js';
 import type { ReadinessReport } from '../http/routes/system.js';
 import type { Adapters } from './adapters.js';
+import type { StorageSpace } from '../platform/storage-space.js';
 import type { ProcessParts } from './parts.js';
 import type { Role } from './roles.js';
 import type { Workers } from './workers.js';
@@ -9,11 +10,12 @@ import type { Workers } from './workers.js';
 /**
  * The /ready report of a process. Not ready: this process cannot do its job. Degraded: it serves,
  * but some of the work it accepts waits (a process with the API still takes files and batches while
- * the relay or the processors are away, or while a model has no healthy replica). Each change of
- * the report is logged once, with its internal causes.
+ * the relay or the processors are away, or while a model has no healthy replica), or some is
+ * refused (while the storage is full). Each change of the report is logged once, with its internal
+ * causes.
  */
-export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Logger; adapters: Adapters; parts: ProcessParts; workers: Workers }): () => ReadinessReport {
-  const { roles, logger, adapters, parts, workers } = context;
+export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Logger; adapters: Adapters; parts: ProcessParts; workers: Workers; storage: StorageSpace }): () => ReadinessReport {
+  const { roles, logger, adapters, parts, workers, storage } = context;
   let lastReported = '';
   return () => {
     const { consumers, relay } = workers;
@@ -39,6 +41,8 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Log
     if (!workers.messagingStarted && (relay || consumers.length > 0)) messaging.push('joining the message log');
     if (relay?.failure) messaging.push('relay: publishing to the message log is failing');
     for (const model of fleet?.modelsWithoutHealthyReplica() ?? []) degraded.push(`model ${model}: no healthy replica`);
+    // Nothing is lost meanwhile: what is refused was not taken, and the processors retry their work.
+    if (storage.full) degraded.push('storage full: writes are refused until space is freed');
     const internal = [projections?.failed && `projections: ${projections.failed}`, relay?.failure && `relay: ${relay.failure}`].filter(Boolean);
     const report = JSON.stringify({ notReady, degraded, internal });
     if (report !== lastReported && (notReady.length > 0 || degraded.length > 0 || lastReported !== '')) {

@@ -167,7 +167,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       stagingDir: join(config.dataDir, 'staging'),
       openSource: async () => {
         const [{ S3CheckpointSource }, { createS3Client }] = await Promise.all([import('../engine/checkpoint-source.js'), import('../platform/s3-client.js')]);
-        return new S3CheckpointSource(createS3Client(config.s3));
+        return new S3CheckpointSource(createS3Client(config.s3), config.s3);
       },
       retryDelayMs: config.weightSyncRetryMs,
       observer: weightSyncObserver(metrics),
@@ -217,6 +217,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         ...(processor.prefetch ? { prefetch: processor.prefetch } : {}),
         log: logger.child({ component: `${kind}-processor` }),
         handle: processor.handle,
+        storage: adapters.storage,
       }),
     );
   }
@@ -232,6 +233,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         // The embedded log starts empty at every start, so the relay starts from the beginning too.
         checkpoint: messageLog.kind === 'kafka' ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
         log: logger.child({ component: 'relay' }),
+        storage: adapters.storage,
       })
     : undefined;
   if (relay) {
