@@ -11,7 +11,7 @@ import { eventTimes, startSpool } from './spool.js';
 
 const MIB = 1024 * 1024;
 export const BENCH_MODEL = 'bench-model';
-const BENCH_JOB = 'bench-job';
+export const BENCH_JOB = 'bench-job';
 
 /** Writes a batch input file of chat requests, one JSON line each, as they come; answers its size in bytes. */
 export async function writeBatchInput(path: string, requests: Iterable<{ custom_id: string; body: unknown }>): Promise<number> {
@@ -125,12 +125,12 @@ export function benchJobEnv(work: string, upstream: string, concurrency: number)
 }
 
 /** One batch through the whole service with the official client: upload, create, wait, download. */
-export async function runSpoolBatch(url: string, input: string, lines: number): Promise<Omit<SpoolBatchRun, 'peakRssMiB'>> {
+export async function runSpoolBatch(url: string, input: string, lines: number, endpoint = '/v1/chat/completions'): Promise<Omit<SpoolBatchRun, 'peakRssMiB'>> {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 600_000 });
   const started = process.hrtime.bigint();
   const file = await client.files.create({ file: createReadStream(input), purpose: 'batch' });
   const uploaded = process.hrtime.bigint();
-  let batch = await client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: BENCH_JOB } as never);
+  let batch = await client.batches.create({ input_file_id: file.id, endpoint, completion_window: 'unlimited', job_id: BENCH_JOB } as never);
   while (!['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) {
     await new Promise((resolve) => setTimeout(resolve, 50));
     batch = await client.batches.retrieve(batch.id);
@@ -164,12 +164,12 @@ function logPhases(dataDir: string): { validate: number; run: number; finalize: 
  * One batch through a fresh service on the embedded default in dataDir: the client's times, the
  * phases from the log, and the process's peak RSS.
  */
-export async function spoolBatchOnEmbedded(dataDir: string, env: Record<string, string>, input: string, lines: number): Promise<SpoolBatchRun> {
-  const service = await startSpool(dataDir, env);
+export async function spoolBatchOnEmbedded(dataDir: string, env: Record<string, string>, input: string, lines: number, build?: string, endpoint = '/v1/chat/completions'): Promise<SpoolBatchRun> {
+  const service = await startSpool(dataDir, env, build);
   let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
   let rss: number;
   try {
-    run = await runSpoolBatch(service.url, input, lines);
+    run = await runSpoolBatch(service.url, input, lines, endpoint);
   } finally {
     rss = peakRssMiB(service.child.pid!);
     await stop(service.child);
@@ -216,6 +216,8 @@ export async function benchBatch(options: {
   kafka?: boolean;
   /** Spool's ENGINE_CONCURRENCY when it differs from the upstream's slots (it is not told them). */
   engineConcurrency?: number;
+  /** Another built checkout of Spool to run instead of this one (BENCH_PREVIOUS_BUILD). */
+  build?: string;
 }): Promise<BatchBenchResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-batch-'));
   const broker = options.kafka ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
@@ -255,7 +257,7 @@ export async function benchBatch(options: {
           Object.assign(client.phases, logPhases(dataDir));
           run = { ...client, peakRssMiB: rss };
         } else {
-          run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines);
+          run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines, options.build);
         }
         const stats = await upstream.stats();
         if (stats.maxActive > options.concurrency || bareStats.maxActive > options.concurrency) throw new Error(`the upstream held ${stats.maxActive} requests at once`);

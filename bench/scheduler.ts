@@ -165,7 +165,7 @@ interface Target {
   stop(): Promise<void>;
 }
 
-async function startTarget(shape: SchedulerResult['shape'], work: string, upstream: Upstream, engineConcurrency: number, broker?: KafkaBroker): Promise<Target> {
+async function startTarget(shape: SchedulerResult['shape'], work: string, upstream: Upstream, engineConcurrency: number, broker?: KafkaBroker, build?: string): Promise<Target> {
   const dataDir = mkdtempSync(join(work, 'data-'));
   const env = benchJobEnv(work, upstream.url, engineConcurrency);
   if (shape === 'kafka') {
@@ -177,7 +177,7 @@ async function startTarget(shape: SchedulerResult['shape'], work: string, upstre
     const deployment = await startKafkaDeployment(dataDir, { ...rest, FLEET_FILE: fleetFile }, engineConcurrency, broker!);
     return { url: deployment.url, eventsFile: join(dataDir, 'events.sqlite'), stop: () => deployment.stop() };
   }
-  const service = await startSpool(dataDir, env);
+  const service = await startSpool(dataDir, env, build);
   return { url: service.url, eventsFile: join(dataDir, 'events.sqlite'), stop: () => stop(service.child) };
 }
 
@@ -359,7 +359,7 @@ async function fairnessScenario(target: Target): Promise<FairnessRun> {
  * SLOTS slots at LATENCY_MS. On Kafka the upstream schedules by the `priority` field as vLLM's
  * priority policy does, so whatever Spool sends there is what decides.
  */
-export async function benchScheduler(shape: SchedulerResult['shape']): Promise<SchedulerResult> {
+export async function benchScheduler(shape: SchedulerResult['shape'], build?: string): Promise<SchedulerResult> {
   const started = Date.now();
   const policy = shape === 'kafka' ? 'priority' : 'fcfs';
   const work = mkdtempSync(join(tmpdir(), `spool-bench-scheduler-${shape}-`));
@@ -367,7 +367,7 @@ export async function benchScheduler(shape: SchedulerResult['shape']): Promise<S
   const withTarget = async <T>(engineConcurrency: number, scenario: (target: Target) => Promise<T>): Promise<T> => {
     const upstream = await startUpstream(LATENCY_MS, SLOTS, policy);
     try {
-      const target = await startTarget(shape, work, upstream, engineConcurrency, broker);
+      const target = await startTarget(shape, work, upstream, engineConcurrency, broker, build);
       try {
         return await scenario(target);
       } finally {
@@ -385,7 +385,7 @@ export async function benchScheduler(shape: SchedulerResult['shape']): Promise<S
     const alone: AloneRun[] = [];
     if (shape === 'embedded') {
       for (const engineConcurrency of [SLOTS, UNTOLD_CONCURRENCY]) {
-        const run = await benchBatch({ lines: ALONE_LINES, latencyMs: LATENCY_MS, concurrency: SLOTS, rounds: ALONE_ROUNDS, engineConcurrency });
+        const run = await benchBatch({ lines: ALONE_LINES, latencyMs: LATENCY_MS, concurrency: SLOTS, rounds: ALONE_ROUNDS, engineConcurrency, ...(build ? { build } : {}) });
         alone.push({ engineConcurrency, lines: ALONE_LINES, rounds: ALONE_ROUNDS, bareLinesPerSecond: run.baselineLinesPerSecond, spoolLinesPerSecond: run.spoolLinesPerSecond, ratio: run.ratio });
       }
     }

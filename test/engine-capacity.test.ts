@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EngineCapacity, type RequestOutcome } from '../src/engine/scheduling/engine-capacity.js';
+import { ThroughputSearch } from '../src/engine/scheduling/throughput-search.js';
 import { DiscreteEvents } from './support/discrete-events.js';
 import { type SimulatedEngine, bareLoopRate, continuousBatchingEngine, dynamicBatchingEngine, fixedLatencyEngine } from './support/engine-models.js';
 
@@ -142,6 +143,21 @@ describe('engine capacity: refusals and gauges', () => {
     expect(capacity.limit).toBe(16);
     capacity.record({ startedAt: 60, latencyMs: 50, outcome, inFlight: 16 });
     expect(capacity.limit).toBe(8);
+  });
+
+  it('after a refusal grows back at once, to the value refused, and probes past it only after the shortest gap', () => {
+    const search = new ThroughputSearch({ least: 1, most: 64, initial: 32, probeGapMs: [5_000, 300_000] });
+    search.overloaded(0);
+    expect(search.value).toBe(16);
+    // An engine serving ten a second per request in flight: every doubling doubles the rate.
+    let at = 0;
+    const measure = () => search.measured(search.value * 10, 1000, (at += 100), { mayProbeUp: true });
+    for (let i = 0; i < 4; i++) measure();
+    expect(search.value).toBe(32);
+    expect(search.phase).toBe('cruise');
+    for (let i = 0; i < 200 && search.value <= 32; i++) measure();
+    expect(search.value).toBeGreaterThan(32);
+    expect(at).toBeGreaterThanOrEqual(5_000);
   });
 
   it('ignores other failures (a 500 or a refused connection says nothing about load)', () => {

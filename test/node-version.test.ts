@@ -65,7 +65,7 @@ describe('the Node.js versions Spool runs on', () => {
     for (const command of [['serve'], ['replay']]) {
       it.skipIf(whyNotRun !== undefined)(`spool ${command.join(' ')} stops with the one line and exit code 3, before the native module crashes it${skipped(whyNotRun)}`, async () => {
         const dataDir = tempDir('old-node');
-        const ended = await run(OTHER_NODE, [join(packageRoot, 'dist/src/cli.js'), ...command], { env: { DATA_DIR: dataDir, PORT: '0' } });
+        const ended = await run(OTHER_NODE, [join(packageRoot, 'dist/src/process/cli.js'), ...command], { env: { DATA_DIR: dataDir, PORT: '0' } });
         expect(ended.signal, ended.stderr).toBeNull();
         expect(ended.code, ended.stderr).toBe(ExitCode.unsupportedNode);
         expect(ended.stdout).toBe('');

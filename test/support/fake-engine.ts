@@ -50,6 +50,12 @@ export class FakeEngine {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const path = (request.url ?? '').replace(/\?.*$/, '');
+    if (request.method === 'GET' && path === '/metrics') {
+      // No load gauges here: read by default from vllm and sglang replicas, whose capacity is
+      // then learned from throughput alone.
+      response.writeHead(404).end();
+      return;
+    }
     if (!path.startsWith('/v1/')) {
       // The weight-reload endpoints of SGLang and vLLM, answered as they answer them.
       this.adminCalls.push({ path: request.url ?? '', body: Buffer.concat(chunks).toString() });

@@ -10,7 +10,7 @@ export interface ThroughputSearchSettings {
   readonly rise?: number;
   /** The search stops once the interval left is this fraction of its upper end (or one step). */
   readonly resolution?: number;
-  /** Measured windows per value (each after the one the change itself spoils). */
+  /** Measured windows per value (each after the one the change itself spoils); a clear rise in startup takes one. */
   readonly windowsPerValue?: number;
   /** Time between probes: [first, most], doubling while probes find the knee where it was. */
   readonly probeGapMs?: readonly [number, number];
@@ -59,6 +59,8 @@ export class ThroughputSearch {
   private gap: number;
   private nextProbeAt = Number.POSITIVE_INFINITY;
   private nextProbe: 'up' | 'down' = 'down';
+  /** The value the engine last refused work at, and until when growth stops below it. */
+  private refusedAt: { value: number; until: number } | undefined;
   private readonly least: number;
   private readonly most: number;
   private readonly flatness: number;
@@ -110,18 +112,29 @@ export class ThroughputSearch {
     entry.ms += ms;
     entry.windows += 1;
     this.table.set(this.current, entry);
-    if (entry.windows < this.windowsPerValue) return false;
+    if (entry.windows < this.windowsPerValue && !(this.state === 'startup' && this.clearRise())) return false;
     const before = this.current;
     this.decide(at, mayGrow && mayProbeUp, mayGrow);
     return this.current !== before;
   }
 
-  /** The engine refused work or timed out at the current value: half of it, at once. */
+  /**
+   * The engine refused work or timed out at the current value: half of it at once, then growing
+   * again (a refusal may be a burst's, or not the load's at all), back to the refused value but not
+   * past it before the shortest probe gap.
+   */
   overloaded(at: number): boolean {
     const before = this.current;
-    this.cruise(this.clamp(Math.floor(this.current / 2)), undefined, at, this.minGap);
-    this.nextProbe = 'up';
+    this.refusedAt = { value: before, until: at + this.minGap };
+    this.table = new Map();
+    this.state = 'startup';
+    this.current = this.clamp(Math.floor(before / 2));
     return this.current !== before;
+  }
+
+  /** The most the value may grow to at `at`: a value refused lately. */
+  private growthBound(at: number): number {
+    return this.refusedAt && at < this.refusedAt.until ? this.refusedAt.value : this.most;
   }
 
   /**
@@ -156,6 +169,17 @@ export class ThroughputSearch {
     this.nextProbe = 'up';
   }
 
+  /**
+   * In startup, whether the current value's rate already rose clearly above the previous one's
+   * (by twice `rise`): far below the engine's capacity a doubling doubles the rate, and one window
+   * says so; near it the rise is small, and the second window confirms it.
+   */
+  private clearRise(): boolean {
+    const previous = [...this.table.keys()].filter((value) => value < this.current).sort((a, b) => b - a)[0];
+    if (previous === undefined) return true;
+    return this.rateOf(this.current)! >= this.rateOf(previous)! * (1 + 2 * this.rise);
+  }
+
   private rateOf(value: number): number | undefined {
     const entry = this.table.get(value);
     return entry && entry.ms > 0 ? (entry.answers * 1000) / entry.ms : undefined;
@@ -168,8 +192,9 @@ export class ThroughputSearch {
         const previous = [...this.table.keys()].filter((value) => value < this.current).sort((a, b) => b - a)[0];
         const previousRate = previous === undefined ? undefined : this.rateOf(previous)!;
         if (previousRate === undefined || rate >= previousRate * (1 + this.rise)) {
-          if (this.current >= this.most || !mayGrow) return this.cruise(this.current, rate, at, this.minGap);
-          return this.set(this.clamp(Math.max(this.current + 1, this.current * 2)));
+          const bound = this.growthBound(at);
+          if (this.current >= bound || !mayGrow) return this.cruise(this.current, rate, at, this.minGap);
+          return this.set(Math.min(bound, this.clamp(Math.max(this.current + 1, this.current * 2))));
         }
         this.state = 'search';
         return this.bisect(at);
@@ -181,7 +206,7 @@ export class ThroughputSearch {
         // The cruising value keeps only its latest windows: what it serves now, not on average.
         this.table.set(this.current, { answers: 0, ms: 0, windows: 0 });
         if (at < this.nextProbeAt) return;
-        const up = this.nextProbe === 'up' && mayProbeUp && this.current < this.most;
+        const up = this.nextProbe === 'up' && mayProbeUp && this.current < this.growthBound(at);
         const down = !up && this.current > this.least;
         this.nextProbe = this.nextProbe === 'up' ? 'down' : 'up';
         if (!up && !down) {

@@ -1,0 +1,58 @@
+// The benchmarks' stored figures: each section of bench/RESULTS.md keeps its figures as JSON in a
+// comment, so a run of some benchmarks keeps the others' figures.
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { packageRoot } from '../src/platform/package-root.js';
+import type { BatchBenchResult } from './batch.js';
+import type { BatchingEngineResult } from './batching-engine.js';
+import type { BuiltinResult } from './builtin-engine.js';
+import type { CheckpointResult } from './checkpoint.js';
+import type { ImagesResult } from './images.js';
+import type { PrefixResult } from './prefix.js';
+import type { ReplayResult } from './replay.js';
+import type { SchedulerResult } from './scheduler.js';
+import type { UploadResult } from './upload.js';
+import type { ValidationResult } from './validation.js';
+import type { WeightSwapResult } from './weight-swap.js';
+
+export interface Stored<T> {
+  date: string;
+  machine: string;
+  data: T;
+}
+export interface Results {
+  upload?: Stored<UploadResult[]>;
+  validation?: Stored<ValidationResult>;
+  overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult } }>;
+  replay?: Stored<ReplayResult>;
+  batch?: Stored<BatchBenchResult>;
+  kafka?: Stored<BatchBenchResult>;
+  checkpoint?: Stored<CheckpointResult>;
+  swap?: Stored<WeightSwapResult>;
+  builtin?: Stored<BuiltinResult>;
+  images?: Stored<ImagesResult>;
+  scheduler?: Stored<SchedulerResult>;
+  schedulerBefore?: Stored<SchedulerResult>;
+  schedulerKafka?: Stored<SchedulerResult>;
+  schedulerKafkaBefore?: Stored<SchedulerResult>;
+  prefix?: Stored<PrefixResult>;
+  batching?: Stored<BatchingEngineResult>;
+  /** The fixed-latency scheduler benchmark (9) run on the previous build beside this one (item 11). */
+  schedulerPrevious?: Stored<SchedulerResult>;
+}
+
+export const resultsPath = join(packageRoot, 'bench', 'RESULTS.md');
+/** Each section keeps its figures as JSON in a comment, so a partial run keeps the other sections. */
+export function previousResults(): Results {
+  const results: Record<string, unknown> = {};
+  if (!existsSync(resultsPath)) return results;
+  for (const match of readFileSync(resultsPath, 'utf8').matchAll(/<!-- bench-data (\w+) (.*?) -->/g)) results[match[1]!] = JSON.parse(match[2]!);
+  return results as Results;
+}
+
+export const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+export const stamp = <T>(data: T): Stored<T> => ({ date: new Date().toISOString().slice(0, 10), machine, data });
+
+/** The heap the memory rounds of the pure-overhead batch hold the service to (item 8). */
+export const CAPPED_HEAP_MIB = 64;
