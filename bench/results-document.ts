@@ -313,7 +313,7 @@ export function writeResults(results: Results): void {
     ]);
   }
 
-  const batchingSection = batchingEngineSections(results.batching, results.scheduler, results.schedulerPrevious, { fixed, percent, met, when, data });
+  const batchingSection = batchingEngineSections(results, { fixed, percent, met, when, data });
   summary.push(...batchingSection.summary);
   if (batchingSection.section) sections.push(batchingSection.section);
 

@@ -40,6 +40,8 @@ export interface Results {
   batching?: Stored<BatchingEngineResult>;
   /** The fixed-latency scheduler benchmark (9) run on the previous build beside this one (item 11). */
   schedulerPrevious?: Stored<SchedulerResult>;
+  /** Item 1 run on the previous build beside this one (item 11). */
+  batchPrevious?: Stored<BatchBenchResult>;
 }
 
 export const resultsPath = join(packageRoot, 'bench', 'RESULTS.md');

@@ -4,7 +4,7 @@
 // Names: upload validation overhead replay batch checkpoint swap builtin images scheduler
 // scheduler-kafka prefix batching; `batching` (item 11) runs beside the built checkout
 // BENCH_PREVIOUS_BUILD names, when it names one, with the scheduler benchmark (9) on it too
-// (BENCH_BATCHING_PARTS=alone,live,scheduler chooses which); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
+// (BENCH_BATCHING_PARTS=alone,live,scheduler,batch chooses which); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
 // fleet scheduler was wired, shown beside every later run; `render` only rewrites
 // RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say).
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
@@ -99,11 +99,13 @@ try {
     // Item 11: beside the previous build where BENCH_PREVIOUS_BUILD names one, and the fixed-latency
     // scheduler benchmark (9) on that build too, in the same run.
     const previous = previousBuild();
-    const parts = process.env.BENCH_BATCHING_PARTS?.split(',') as Array<'alone' | 'live' | 'scheduler'> | undefined;
-    const wanted = new Set(parts ?? ['alone', 'live', 'scheduler']);
+    const parts = process.env.BENCH_BATCHING_PARTS?.split(',') as Array<'alone' | 'live' | 'scheduler' | 'batch'> | undefined;
+    const wanted = new Set(parts ?? ['alone', 'live', 'scheduler', 'batch']);
     const batchingParts = (['alone', 'live'] as const).filter((part) => wanted.has(part));
     if (batchingParts.length > 0) log('batching', (results.batching = stamp(await benchBatchingEngine({ rounds, ...(previous ? { previous } : {}), parts: batchingParts }))).data);
     if (previous && wanted.has('scheduler')) log('scheduler-previous', (results.schedulerPrevious = stamp(await benchScheduler('embedded', previous))).data);
+    // Item 1 on the previous build, beside this build's (run `batch` in the same run).
+    if (previous && wanted.has('batch')) log('batch-previous', (results.batchPrevious = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds, build: previous }))).data);
   }
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });

@@ -11,9 +11,9 @@ export type EngineKind = 'chat' | 'embeddings';
 /** The engines: small enough for two shared cores to drive, shaped as the calibrated ones (batching pays). */
 export const ENGINES: Record<EngineKind, { args: string[]; maxNumSeqs: number; lines: number; endpoint: string }> = {
   // vLLM-like generation (Llama-3.1-8B on an A100, test/support/engine-model/engine-config.ts), 16 tokens an answer.
-  chat: { args: ['--engine', 'continuous', '--max-num-seqs', '64'], maxNumSeqs: 64, lines: 2_000, endpoint: '/v1/chat/completions' },
+  chat: { args: ['--engine', 'continuous', '--max-num-seqs', '64'], maxNumSeqs: 64, lines: 3_000, endpoint: '/v1/chat/completions' },
   // all-MiniLM-L6-v2-like embeddings at a fiftieth of a GPU's speed: about 530 inputs/s at full batches, 220 at batches of 8.
-  embeddings: { args: ['--engine', 'embeddings', '--max-num-seqs', '64', '--speed', '0.02'], maxNumSeqs: 64, lines: 5_000, endpoint: '/v1/embeddings' },
+  embeddings: { args: ['--engine', 'embeddings', '--max-num-seqs', '64', '--speed', '0.02'], maxNumSeqs: 64, lines: 8_000, endpoint: '/v1/embeddings' },
 };
 
 export const body = (kind: EngineKind, index: number) =>

@@ -300,6 +300,9 @@ export class EngineCapacity {
   /** The setting changed at `at`: answers to requests sent before describe the old one. */
   private changed(at: number): void {
     this.changedAt = at;
+    // The first window after a change is dropped: requests sent as the limit rose met an engine
+    // still holding the old load, and answered faster than the new one lets them (read through
+    // Little's law, a doubling past the engine's slots looked 25% faster than it was).
     this.window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: undefined, endAt: at };
   }
 }

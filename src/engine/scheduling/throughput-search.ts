@@ -39,8 +39,9 @@ interface Measurement {
  *
  * - Startup doubles the knob per measured value while the rate rises by at least `rise`.
  * - Search: the rates measured in this episode split into values at least (1 − flatness) of the
- *   best and values below it; it bisects the interval between the largest value below and the
- *   smallest value at the best, down to `resolution`, and cruises at the smallest value at the best
+ *   best and values below it; it narrows the interval between the largest value below and the
+ *   smallest value at the best (from below, by where the rate would reach the best at the slope it
+ *   had, then by halves), down to `resolution`, and cruises at the smallest value at the best
  *   (erring a step low rather than high: a step high queues inside the engine for good).
  * - Cruise holds it, and after a gap probes a step up (has the engine grown?) and a step down (has
  *   it shrunk, or another client taken part of it?), alternately. A probe that finds the knee where
@@ -256,7 +257,15 @@ export class ThroughputSearch {
     const upper = values.find((value) => (this.rateOf(value) ?? 0) >= threshold)!;
     const lower = values.filter((value) => value < upper && (this.rateOf(value) ?? 0) < threshold).pop() ?? this.least - 1;
     if (upper - lower <= Math.max(1, Math.floor(upper * this.resolution))) return this.cruise(upper, this.rateOf(upper), at, this.gap);
-    this.set(Math.floor((lower + upper) / 2) === lower ? lower + 1 : Math.floor((lower + upper) / 2));
+    const middle = Math.floor((lower + upper) / 2) === lower ? lower + 1 : Math.floor((lower + upper) / 2);
+    // Where the rate would reach the best if it kept rising as it did up to `lower` (a secant from
+    // nothing): the knee itself for an engine of fixed service time, a little below it for one that
+    // batches (its rate rises more slowly near its full batch). Tried from below, values at nearly
+    // the best rate cost the batch little while the knee is found; the middle of a wide interval
+    // may sit far below it. Near the end, the middle.
+    const rate = this.rateOf(lower);
+    const secant = rate && rate > 0 && upper - lower > 4 ? Math.ceil((lower * best) / rate) : middle;
+    this.set(Math.min(upper - 1, Math.max(lower + 1, secant)));
   }
 
   private cruise(value: number, rate: number | undefined, at: number, gap: number): void {
