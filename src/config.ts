@@ -43,6 +43,8 @@ export interface Config {
     readonly apiKey: string | undefined;
     readonly models: readonly string[] | '*';
     readonly concurrency: number;
+    /** A built-in replica's concurrency unless FLEET_FILE names one (not read from the environment). */
+    readonly builtinConcurrency: number;
     readonly timeoutMs: number;
     readonly maxAttempts: number;
     readonly backoffMs: number;
@@ -232,6 +234,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     apiKey: value('ENGINE_API_KEY'),
     models: engineModels === undefined || engineModels === '*' ? ('*' as const) : engineModels.split(',').map((model) => model.trim()).filter(Boolean),
     concurrency: integer('ENGINE_CONCURRENCY', 16, 1, 4096),
+    builtinConcurrency: 2,
     timeoutMs: integer('ENGINE_TIMEOUT_SECONDS', 600, 1, 86400) * 1000,
     maxAttempts: integer('ENGINE_MAX_ATTEMPTS', 5, 1, 100),
     backoffMs: integer('ENGINE_BACKOFF_MS', 500, 0, 60000),

@@ -62,13 +62,13 @@ export class BatchRunner {
       clock: Clock;
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       /** Chunks run at once (BATCH_PARALLEL_CHUNKS); more are held, and started by deadline. */
-      parallelChunks?: number;
+      parallelChunks: number;
       tracing?: Tracing;
       /** Renders each finished chunk's output lines for the finalizer. */
       parts?: Pick<ChunkOutputParts, 'tryWrite'>;
     },
   ) {
-    this.admission = new ChunkAdmission({ parallel: deps.parallelChunks ?? 8 });
+    this.admission = new ChunkAdmission({ parallel: deps.parallelChunks });
     this.outcomes = new ChunkOutcomeRecording(deps.outcomes, CORRELATION);
     this.lines = new BatchLineSender({ queries: deps.queries, log: deps.log, tracing: deps.tracing, processStopping: () => this.stopping });
   }

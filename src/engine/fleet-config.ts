@@ -87,7 +87,7 @@ export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'war
         const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(settings.dataDir, 'checkpoints', model);
         // Replicas on one folder share its (read-only) weights; each replica swaps on its own.
         const weights = loadBuiltinModel(model, checkpoint, !explicit);
-        return { replica: new BuiltinReplica(id, new BuiltinEngine(weights, model), checkpoint), concurrency: replica.concurrency ?? 2 };
+        return { replica: new BuiltinReplica(id, new BuiltinEngine(weights, model), checkpoint), concurrency: replica.concurrency ?? engine.builtinConcurrency };
       }
       return {
         replica: http(id, replica.kind, replica.base_url!, replica.api_key ?? engine.apiKey, (replica.timeout_seconds ?? engine.timeoutMs / 1000) * 1000, {

@@ -20,6 +20,8 @@ export interface EngineSettings {
   readonly apiKey: string | undefined;
   readonly models: readonly string[] | '*';
   readonly concurrency: number;
+  /** A built-in replica's concurrency unless FLEET_FILE names one: it runs on this process's event loop. */
+  readonly builtinConcurrency: number;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
   readonly backoffMs: number;
