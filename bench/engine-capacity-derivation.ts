@@ -4,6 +4,7 @@
 // seeded), the interactive p99 and the batch's answers per second; the capacity at the objective is
 // the most batch throughput among the n whose interactive p99 stays within it.
 import { DiscreteEvents, seededRandom } from '../test/support/discrete-events.js';
+import { nearestRank } from '../src/platform/percentile.js';
 import { ContinuousBatchingEngine } from '../test/support/engine-model/continuous-batching-engine.js';
 import { GENERATION_DEFAULTS } from '../test/support/engine-model/engine-config.js';
 import { MIN_PROMPT_TOKENS } from './generation-route.js';
@@ -36,11 +37,6 @@ export interface ObjectiveDerivation {
 
 const tokensOf = (content: string) => Math.max(MIN_PROMPT_TOKENS, promptTokens(promptText({ messages: [{ role: 'user', content }] })));
 
-function p99(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? Number.NaN;
-}
-
 /** n batch requests kept in the engine, interactive ones arriving at INTERACTIVE_RATE, for `untilMs` of simulated time. */
 function simulate(concurrency: number, interactive: boolean, untilMs = 240_000): { interactiveP99Ms: number; batchPerSecond: number } {
   const clock = new DiscreteEvents();
@@ -69,7 +65,7 @@ function simulate(concurrency: number, interactive: boolean, untilMs = 240_000):
   for (let i = 0; i < concurrency; i++) clock.at(0, sendBatch);
   if (interactive) clock.at(0, arrive);
   clock.runUntil(untilMs);
-  return { interactiveP99Ms: p99(latencies), batchPerSecond: (batchAnswers * 1000) / (untilMs - from) };
+  return { interactiveP99Ms: nearestRank(latencies, 0.99), batchPerSecond: (batchAnswers * 1000) / (untilMs - from) };
 }
 
 export function deriveObjectiveCapacity(options: { aloneP99Ms: number }): ObjectiveDerivation {

@@ -1,6 +1,7 @@
 // Item 11 B: a batch beside live traffic on the continuous-batching engine, with an interactive
 // objective (INTERACTIVE_P99_MS; the previous build, which has none, runs with its own protection).
 import { mkdtempSync, rmSync } from 'node:fs';
+import { nearestRank } from '../src/platform/percentile.js';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
@@ -19,11 +20,6 @@ const LOAD_LINES = 12_000;
 /** Batch lines done before the window opens: the limit has found the engine and the objective has judged. */
 const WARM_LINES = 1_500;
 const CEILING = 256;
-
-function p99(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
-}
 
 function post(agent: Agent, url: string, payload: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -60,7 +56,7 @@ export async function interactiveAlone(work: string, engine: Engine): Promise<nu
   const spool = await startSpool(dataDir, benchEnv(work, engine, CEILING, true, 'this'));
   try {
     await interactiveLoad(spool.url, 20, 1);
-    return p99(await interactiveLoad(spool.url, INTERACTIVE_REQUESTS, 2));
+    return nearestRank(await interactiveLoad(spool.url, INTERACTIVE_REQUESTS, 2), 0.99);
   } finally {
     await stop(spool.child);
     rmSync(dataDir, { recursive: true, force: true });
@@ -101,7 +97,7 @@ export async function beside(options: { work: string; gauges: boolean; build: Bu
       const chosen = /^spool_batch_concurrency\{[^}]*\} (\S+)$/m.exec(metrics)?.[1];
       await client.batches.cancel(batch.id);
       if ((await client.batches.retrieve(batch.id)).request_counts!.completed >= LOAD_LINES) throw new Error('the batch ended before the window did');
-      const entry = { interactiveP99Ms: p99(latencies), batchLinesPerSecond: done / seconds, ...(chosen !== undefined ? { batchConcurrency: Number(chosen) } : {}) };
+      const entry = { interactiveP99Ms: nearestRank(latencies, 0.99), batchLinesPerSecond: done / seconds, ...(chosen !== undefined ? { batchConcurrency: Number(chosen) } : {}) };
       rounds.push(entry);
       process.stdout.write(`live ${options.build} gauges=${options.gauges}: interactive p99 ${entry.interactiveP99Ms.toFixed(0)} ms (objective ${options.objectiveMs}), batch ${entry.batchLinesPerSecond.toFixed(0)} lines/s, batch concurrency ${chosen ?? 'n/a'}\n`);
     } finally {

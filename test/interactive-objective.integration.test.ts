@@ -63,8 +63,11 @@ describe('the interactive objective beside a batch, on a continuous-batching eng
       expect(response.status, await response.text()).toBe(200);
       await new Promise((resolve) => setTimeout(resolve, 20));
       if (sent % 20 === 19) {
-        const concurrency = sample(await scrape(), 'spool_batch_concurrency');
-        if (concurrency !== undefined && concurrency < 32) cappedAt = concurrency;
+        const scraped = await scrape();
+        const cap = sample(scraped, 'spool_interactive_objective_batch_cap');
+        const limit = sample(scraped, 'spool_engine_concurrency_limit');
+        // The objective cut the batch: its cap holds batch work below what the learned limit allows.
+        if (cap !== undefined && limit !== undefined && cap < limit) cappedAt = cap;
       }
     }
     const text = await scrape();
@@ -73,8 +76,10 @@ describe('the interactive objective beside a batch, on a continuous-batching eng
 
     expect(sample(text, 'spool_interactive_p99_objective_seconds')).toBe(OBJECTIVE_MS / 1000);
     expect(sample(text, 'spool_interactive_p99_seconds')).toBeGreaterThan(0);
-    // The engine holds 32 sequences and Spool may send 64: the objective kept the batch below both.
-    expect(cappedAt, 'the batch concurrency the objective allowed').toBeDefined();
+    // The engine holds 32 sequences and Spool may send 64: the objective cut the batch below what
+    // the learned limit allowed, and the concurrency chosen follows the cap.
+    expect(cappedAt, 'the batch concurrency the objective allowed, below the learned limit').toBeDefined();
+    expect(sample(text, 'spool_batch_concurrency')).toBeLessThanOrEqual(sample(text, 'spool_interactive_objective_batch_cap') ?? Number.POSITIVE_INFINITY);
     expect(sample(text, 'spool_batch_concurrency')).toBeLessThan(32);
     // The replica's limit is guarded by the gauges read at the default address.
     expect(sample(text, 'spool_engine_capacity_from_gauges')).toBe(1);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { nearestRank } from '../src/platform/percentile.js';
 import { EngineCapacity } from '../src/engine/scheduling/engine-capacity.js';
 import { InteractiveObjective } from '../src/engine/scheduling/interactive-objective.js';
 import { DiscreteEvents, seededRandom } from './support/discrete-events.js';
@@ -16,11 +17,6 @@ interface Outcome {
   batchRate: number;
   /** p99 of the interactive answers over the second half. */
   interactiveP99: number;
-}
-
-function p99(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
 }
 
 /**
@@ -67,7 +63,7 @@ function beside(batchLimit: (sim: DiscreteEvents, batchInFlight: number) => numb
   };
   sim.after(100, tick);
   sim.runUntil(untilMs);
-  return { batchRate: (batchAnswers * 1000) / (untilMs - from), interactiveP99: p99(interactive) };
+  return { batchRate: (batchAnswers * 1000) / (untilMs - from), interactiveP99: nearestRank(interactive, 0.99) };
 }
 
 describe('the interactive objective on a continuous-batching engine', () => {

@@ -4,7 +4,7 @@ import type { ReplicaPool } from './replica-pool.js';
 /** Model serve name → its replicas. Batches and /compat/v1 share it. */
 export class Fleet implements EngineDirectory {
   private timer: NodeJS.Timeout | undefined;
-  private loadTimer: NodeJS.Timeout | undefined;
+  private readonly loadTimers = new Map<ReplicaPool, NodeJS.Timeout>();
 
   constructor(
     private readonly pools: ReadonlyMap<string, ReplicaPool>,
@@ -46,20 +46,22 @@ export class Fleet implements EngineDirectory {
    * throughput only finds at its next probe.
    */
   startLoadReadings(intervalMs: number): void {
-    const pools = [...new Set([...this.pools.values(), ...(this.fallback ? [this.fallback] : [])])];
-    const tick = () => {
-      void Promise.all(pools.map((pool) => pool.readLoad())).finally(() => {
-        if (this.loadTimer) this.loadTimer = setTimeout(tick, intervalMs).unref();
-      });
-    };
-    this.loadTimer = setTimeout(tick, intervalMs).unref();
+    // One loop per pool: a replica whose /metrics is slow to answer delays its own readings only.
+    for (const pool of new Set([...this.pools.values(), ...(this.fallback ? [this.fallback] : [])])) {
+      const tick = () => {
+        void pool.readLoad().finally(() => {
+          if (this.loadTimers.has(pool)) this.loadTimers.set(pool, setTimeout(tick, intervalMs).unref());
+        });
+      };
+      this.loadTimers.set(pool, setTimeout(tick, intervalMs).unref());
+    }
   }
 
   stop(): void {
     clearTimeout(this.timer);
-    clearTimeout(this.loadTimer);
+    for (const timer of this.loadTimers.values()) clearTimeout(timer);
+    this.loadTimers.clear();
     this.timer = undefined;
-    this.loadTimer = undefined;
   }
 }
 

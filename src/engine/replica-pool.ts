@@ -224,7 +224,8 @@ export class ReplicaPool implements InferenceEngine {
         answered = true;
         engineLatencyMs = response.engineLatencyMs;
         sent = response.sent;
-        outcome = overloaded(response.statusCode) ? 'overloaded' : 'answered';
+        // A 5xx says nothing of how fast the engine works (and answers fast): not a throughput sample.
+        outcome = overloaded(response.statusCode) ? 'overloaded' : response.statusCode === 504 ? 'timeout' : transient(response) ? 'failed' : 'answered';
         if (!transient(response)) {
           member.health.answered();
           return response;
@@ -343,13 +344,14 @@ export class ReplicaPool implements InferenceEngine {
     await Promise.all(
       this.members.map(async (member) => {
         if (!member.replica.load) return;
-        const counts = this.scheduler.inFlight(member.replica.id);
-        const inFlight = counts.interactive + counts.batch + counts.background;
-        if (inFlight === 0 && reading % LOAD_READINGS_WHEN_IDLE !== 0) return;
-        // In use as the engine is read: what this process has in it, and the slots it keeps free for interactive requests.
-        const inUse = inFlight + this.reservedOn(member);
+        const inFlight = () => {
+          const counts = this.scheduler.inFlight(member.replica.id);
+          return counts.interactive + counts.batch + counts.background;
+        };
+        if (inFlight() === 0 && reading % LOAD_READINGS_WHEN_IDLE !== 0) return;
         const load = await member.replica.load();
-        if (load) member.capacity.observeLoad(load, Date.now(), inUse);
+        // In use as the engine answered: what this process has in it, and the slots it keeps free for interactive requests.
+        if (load) member.capacity.observeLoad(load, Date.now(), inFlight() + this.reservedOn(member));
       }),
     );
     this.dispatch();

@@ -10,6 +10,7 @@ import type { EventStore, Position } from '../event-store/event-store.js';
 import { type Metrics, statusClass } from '../observability/metrics.js';
 import { ExitCode, StartupFailure } from '../process/startup-failure.js';
 import type { StorageSpace } from '../platform/storage-space.js';
+import { slotsForWaitingWork } from '../engine/scheduling/hold-ahead.js';
 import type { Lifecycle } from './lifecycle.js';
 import { nodeHttp } from '../platform/node-http.js';
 
@@ -95,8 +96,11 @@ export function observeFleet(metrics: Metrics, fleet: Fleet): void {
   metrics.readAtScrape('spool_batch_concurrency', 'The batch and background requests the scheduler keeps in flight at most now: the replicas\' limits less the interactive reserve, and the objective\'s cap', ['model'], () =>
     pools.map(({ model, pool }) => {
       const limits = pool.state().reduce((sum, replica) => sum + (replica.healthy ? replica.limit : 0), 0);
-      return { labels: { model }, value: Math.max(0, Math.min(limits - Math.ceil(pool.interactiveReserve() - 1e-9), pool.objectiveState()?.batchCap ?? Number.POSITIVE_INFINITY)) };
+      return { labels: { model }, value: Math.max(0, Math.min(slotsForWaitingWork(limits, pool.interactiveReserve()), pool.objectiveState()?.batchCap ?? Number.POSITIVE_INFINITY)) };
     }),
+  );
+  metrics.readAtScrape('spool_interactive_objective_batch_cap', 'The batch and background requests the interactive objective allows in flight now; absent while it allows every slot', ['model'], () =>
+    objectives().flatMap(({ model, state }) => (Number.isFinite(state.batchCap) ? [{ labels: { model }, value: state.batchCap }] : [])),
   );
 }
 

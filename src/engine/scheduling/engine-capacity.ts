@@ -50,6 +50,8 @@ export interface RequestResult {
   readonly limit?: number;
 }
 
+const emptyWindow = (startAt: number | undefined, endAt: number): Window => ({ answers: 0, latency: 0, inFlight: 0, usage: 0, startAt, endAt });
+
 /** Where the limit comes from: the engine's own gauges, or the answers' throughput alone. */
 export type CapacityMode = 'gauges' | 'throughput';
 
@@ -106,7 +108,7 @@ export class EngineCapacity {
   private lookahead: { sum: number; readings: number } | undefined;
   /** Readings in a row the engine had room. */
   private roomReadings = 0;
-  private window: Window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: undefined, endAt: 0 };
+  private window: Window = emptyWindow(undefined, 0);
   /** Answers to requests sent before this are not evidence for the current setting. */
   private changedAt = Number.NEGATIVE_INFINITY;
   private lastUpProbeAt = Number.NEGATIVE_INFINITY;
@@ -168,6 +170,7 @@ export class EngineCapacity {
   record(result: RequestResult): void {
     if (result.outcome === 'failed') return;
     const completedAt = result.startedAt + Math.max(0, result.latencyMs);
+    if (this.held && completedAt >= this.held.until) this.held = undefined;
     if (this.mode === 'gauges' && (!this.load || completedAt - this.load.at > this.loadStaleMs)) this.mode = 'throughput';
     if (result.outcome === 'overloaded' || result.outcome === 'timeout') {
       // One cut per round of requests sent after the last: answers to those sent before describe the old limit.
@@ -239,11 +242,15 @@ export class EngineCapacity {
     const running = load.running ?? 0;
     this.runningSeen.push(running);
     if (this.runningSeen.length > PEAK_READINGS) this.runningSeen.shift();
-    // While it searches, throughput decides; the lookahead is what the limit it settles on keeps waiting.
+    // While it searches, throughput decides; the lookahead is what the limit it settles on keeps
+    // waiting, once the change's own round trip has passed (the queue a probe made drains first).
     if (this.search.phase !== 'cruise') {
       this.lookahead = undefined;
       return;
     }
+    // With the limit not in use the engine's queue is not this process's doing, and says nothing
+    // of what its limit keeps waiting: readings of an idle replica are not judged.
+    if (inUse < Math.ceil(0.9 * this.limit) || this.window.startAt === undefined) return;
     if (!this.lookahead || this.lookahead.readings < LOOKAHEAD_READINGS) {
       this.lookahead = { sum: (this.lookahead?.sum ?? 0) + waiting, readings: (this.lookahead?.readings ?? 0) + 1 };
       return;
@@ -261,7 +268,7 @@ export class EngineCapacity {
     // Room: the batch runs fewer than it has lately (another client left), or less waits than the
     // lookahead (the engine takes more per step). An engine full to exactly the limit with nothing
     // waiting shows neither; the probes find out.
-    const room = (!full || excess < -0.5) && excess <= 0 && inUse >= Math.ceil(0.9 * this.limit) && (load.kvUsage ?? 0) < this.kvUsageHigh;
+    const room = (!full || excess < -0.5) && excess <= 0 && (load.kvUsage ?? 0) < this.kvUsageHigh;
     this.roomReadings = room ? this.roomReadings + 1 : 0;
     if (this.roomReadings >= 2) {
       this.roomReadings = 0;
@@ -278,7 +285,7 @@ export class EngineCapacity {
 
   private closeWindow(): void {
     const window = this.window;
-    this.window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: window.endAt, endAt: window.endAt };
+    this.window = emptyWindow(window.endAt, window.endAt);
     // The first window after a change is the change itself; a window whose limit was not in use
     // is limited by the work Spool had, not by the engine: neither says what the limit serves.
     if (window.startAt === undefined || window.usage / window.answers < 0.9) return;
@@ -303,6 +310,6 @@ export class EngineCapacity {
     // The first window after a change is dropped: requests sent as the limit rose met an engine
     // still holding the old load, and answered faster than the new one lets them (read through
     // Little's law, a doubling past the engine's slots looked 25% faster than it was).
-    this.window = { answers: 0, latency: 0, inFlight: 0, usage: 0, startAt: undefined, endAt: at };
+    this.window = emptyWindow(undefined, at);
   }
 }

@@ -1,3 +1,5 @@
+import { nearestRank } from '../../platform/percentile.js';
+
 export interface InteractiveObjectiveSettings {
   /** The objective: interactive requests answered within this at the 99th percentile, ms. */
   readonly p99Ms: number;
@@ -24,8 +26,9 @@ export interface InteractiveObjectiveSettings {
  * Additive increase, multiplicative decrease on the batch concurrency (the batch and background
  * requests the scheduler may keep in flight across the model's replicas), judged on the
  * interactive answers since the last change only (older ones describe the old concurrency):
- * - p99 above the objective: down to `cut` of what was in flight;
- * - below `margin` of it: up by `growth`, at least one;
+ * - more answers above the objective than 1% of them could be by chance: down to `cut` of what
+ *   was in flight (not while none is: then the batch is not the cause);
+ * - the p99 below `margin` of it: up by `growth`, at least one;
  * - in between: held.
  * No cap while the objective holds from the start, and none once interactive traffic stops.
  * Pure: every input carries its own time.
@@ -50,7 +53,7 @@ export class InteractiveObjective {
     if (!(settings.p99Ms > 0 && Number.isFinite(settings.p99Ms))) throw new Error(`an interactive p99 objective must be a positive number of ms, not ${settings.p99Ms}`);
     this.leastAnswers = settings.leastAnswers ?? 30;
     this.cut = settings.cut ?? 0.9;
-    this.margin = settings.margin ?? 0.85;
+    this.margin = settings.margin ?? 0.95;
     this.growth = settings.growth ?? 0.05;
     this.idleMs = settings.idleMs ?? 60_000;
     this.reportWindowMs = settings.reportWindowMs ?? 60_000;
@@ -78,17 +81,36 @@ export class InteractiveObjective {
     }
     // Its own answers where it has enough, else what other processes reported (the API's, on the
     // Kafka shape): the highest of their reports' p99s, which errs towards the objective.
-    const p99 = this.since.length >= this.leastAnswers ? percentile99(this.since) : this.reported.answers >= this.leastAnswers ? this.reported.p99Ms : undefined;
-    if (p99 === undefined) return this.cap;
-    if (p99 > this.settings.p99Ms) {
+    const judged = this.since.length >= this.leastAnswers ? this.judge(this.since) : this.reported.answers >= this.leastAnswers ? this.judgeReported() : undefined;
+    if (judged === undefined) return this.cap;
+    // With no batch work in flight the batch is not what misses the objective: nothing to cut.
+    if (judged === 'missed' && batchInFlight > 0) {
       this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cut));
       this.changed();
-    } else if (p99 < this.margin * this.settings.p99Ms && Number.isFinite(this.cap)) {
+    } else if (judged === 'room' && Number.isFinite(this.cap)) {
       this.cap += Math.max(1, Math.ceil(this.cap * this.growth));
       this.changed();
     } else if (this.since.length >= 4 * this.leastAnswers) this.since = this.since.slice(-this.leastAnswers);
     else if (this.reported.answers >= 4 * this.leastAnswers) this.reported = { answers: 0, p99Ms: 0 };
     return this.cap;
+  }
+
+  /**
+   * Missed: more answers above the objective than 1% of them could be by chance (the binomial
+   * count's mean and two standard deviations: 2 of 30, 3 of 100), not merely the slowest of a few
+   * dozen above it, which a p99 exactly at the objective gives a quarter of the time in 30. Room:
+   * the slowest below `margin` of it.
+   */
+  private judge(latencies: readonly number[]): 'missed' | 'room' | 'held' {
+    const n = latencies.length;
+    const above = latencies.reduce((count, latency) => count + (latency > this.settings.p99Ms ? 1 : 0), 0);
+    if (above > 0.01 * n + 2 * Math.sqrt(n * 0.01 * 0.99)) return 'missed';
+    return nearestRank(latencies, 0.99) < this.margin * this.settings.p99Ms ? 'room' : 'held';
+  }
+
+  private judgeReported(): 'missed' | 'room' | 'held' {
+    const p99 = this.reported.p99Ms;
+    return p99 > this.settings.p99Ms ? 'missed' : p99 < this.margin * this.settings.p99Ms ? 'room' : 'held';
   }
 
   /**
@@ -100,13 +122,16 @@ export class InteractiveObjective {
     if (!(p99Ms >= 0 && answers > 0)) return;
     this.lastAnswerAt = Math.max(this.lastAnswerAt, at);
     this.reported = { answers: this.reported.answers + answers, p99Ms: Math.max(this.reported.p99Ms, p99Ms) };
+    // What /metrics shows here: the reports' p99s stand for the answers this process never sees.
+    this.recent.push({ at, latencyMs: p99Ms });
+    while (this.recent.length > 0 && this.recent[0]!.at < at - this.reportWindowMs) this.recent.shift();
   }
 
   /** This process's answers since the last call, for other processes: their p99 and how many (undefined: none). Each call starts anew. */
   report(): { p99Ms: number; answers: number } | undefined {
     const answers = this.unreported;
     this.unreported = [];
-    return answers.length > 0 ? { p99Ms: percentile99(answers), answers: answers.length } : undefined;
+    return answers.length > 0 ? { p99Ms: nearestRank(answers, 0.99), answers: answers.length } : undefined;
   }
 
   private changed(): void {
@@ -117,15 +142,9 @@ export class InteractiveObjective {
   /** The p99 of the interactive answers of the last `reportWindowMs` (undefined without any). */
   measuredP99(at: number): number | undefined {
     const latencies = this.recent.filter((answer) => answer.at >= at - this.reportWindowMs).map((answer) => answer.latencyMs);
-    return latencies.length > 0 ? percentile99(latencies) : undefined;
+    return latencies.length > 0 ? nearestRank(latencies, 0.99) : undefined;
   }
 }
 
 /** The most answers kept between two reports to other processes (a second's worth at any sane rate). */
 const MAX_UNREPORTED = 10_000;
-
-/** The 99th percentile by the nearest-rank method. */
-function percentile99(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
-}

@@ -95,11 +95,6 @@ export class ThroughputSearch {
     return this.state;
   }
 
-  /** The rate the cruising value was last measured at (answers per second), if it cruises. */
-  get rate(): number | undefined {
-    return this.cruiseRate;
-  }
-
   /**
    * A window of `answers` answers to requests sent at the current value, over `ms` milliseconds,
    * ending at `at`. `mayGrow`: false while the engine says it has no room (startup then stops where
@@ -126,7 +121,8 @@ export class ThroughputSearch {
    */
   overloaded(at: number): boolean {
     const before = this.current;
-    this.refusedAt = { value: before, until: at + this.minGap };
+    // Until a probe up may go past it: the shortest gap after the next cruise begins.
+    this.refusedAt = { value: before, until: Number.POSITIVE_INFINITY };
     this.table = new Map();
     this.state = 'startup';
     this.current = this.clamp(Math.floor(before / 2));
@@ -138,6 +134,13 @@ export class ThroughputSearch {
     return this.refusedAt && at < this.refusedAt.until ? this.refusedAt.value : this.most;
   }
 
+  /** The largest value measured in this episode below the current one. */
+  private previousValue(): number | undefined {
+    let previous: number | undefined;
+    for (const value of this.table.keys()) if (value < this.current && (previous === undefined || value > previous)) previous = value;
+    return previous;
+  }
+
   /**
    * Cruising, the next probe is due by `at`: a caller with outside evidence that the engine has
    * room (its gauges show nothing waiting) may bring it forward.
@@ -147,18 +150,6 @@ export class ThroughputSearch {
       this.nextProbeAt = Math.min(this.nextProbeAt, at);
       this.nextProbe = 'up';
     }
-  }
-
-  /**
-   * One step below the cruising value, until the next probe (another process's interactive
-   * requests wait inside the engine; see EngineCapacity.yieldSlot); not below `floor`. True when
-   * it went down.
-   */
-  lower(at: number, floor: number): boolean {
-    if (this.state !== 'cruise' || this.current - 1 < Math.max(this.least, floor)) return false;
-    this.cruise(this.current - 1, this.cruiseRate, at, Math.max(this.gap, this.minGap));
-    this.nextProbe = 'down';
-    return true;
   }
 
   /**
@@ -176,7 +167,7 @@ export class ThroughputSearch {
    * says so; near it the rise is small, and the second window confirms it.
    */
   private clearRise(): boolean {
-    const previous = [...this.table.keys()].filter((value) => value < this.current).sort((a, b) => b - a)[0];
+    const previous = this.previousValue();
     if (previous === undefined) return true;
     return this.rateOf(this.current)! >= this.rateOf(previous)! * (1 + 2 * this.rise);
   }
@@ -190,7 +181,7 @@ export class ThroughputSearch {
     const rate = this.rateOf(this.current)!;
     switch (this.state) {
       case 'startup': {
-        const previous = [...this.table.keys()].filter((value) => value < this.current).sort((a, b) => b - a)[0];
+        const previous = this.previousValue();
         const previousRate = previous === undefined ? undefined : this.rateOf(previous)!;
         if (previousRate === undefined || rate >= previousRate * (1 + this.rise)) {
           const bound = this.growthBound(at);
@@ -207,6 +198,7 @@ export class ThroughputSearch {
         // The cruising value keeps only its latest windows: what it serves now, not on average.
         this.table.set(this.current, { answers: 0, ms: 0, windows: 0 });
         if (at < this.nextProbeAt) return;
+        if (this.refusedAt) this.refusedAt.until = Math.min(this.refusedAt.until, at);
         const up = this.nextProbe === 'up' && mayProbeUp && this.current < this.growthBound(at);
         const down = !up && this.current > this.least;
         this.nextProbe = this.nextProbe === 'up' ? 'down' : 'up';
@@ -233,7 +225,9 @@ export class ThroughputSearch {
       case 'probe-down': {
         const base = this.cruiseRate ?? Number.POSITIVE_INFINITY;
         if (rate >= base * (1 - this.flatness)) {
-          // As much for less: the knee moved down. A new episode: bisect below this value.
+          // As much for less: the knee moved down. A new episode from here, a step further down
+          // first (the knee is likely near: one probe's worth of noise within the flatness, or a
+          // client that took part of the engine), then narrowed as usual.
           const cruised = this.cruiseValue!;
           this.table = new Map([
             [this.current, this.table.get(this.current)!],
@@ -241,7 +235,8 @@ export class ThroughputSearch {
           ]);
           this.gap = this.minGap;
           this.state = 'search';
-          return this.bisect(at);
+          const step = Math.max(1, Math.round(this.current * this.probeStep));
+          return this.set(this.clamp(this.current - step));
         }
         return this.cruise(this.cruiseValue!, this.cruiseRate, at, Math.min(this.maxGap, this.gap * 2));
       }
