@@ -14,7 +14,7 @@ export interface ThroughputSearchSettings {
   readonly windowsPerValue?: number;
   /** Time between probes: [first, most], doubling while probes find the knee where it was. */
   readonly probeGapMs?: readonly [number, number];
-  /** A probe moves the knob by this fraction of it (at least one step). */
+  /** A probe moves the knob by this fraction of it (at least one step): an eighth, enough to tell from the flatness, and a probe down costs a batch little. */
   readonly probeStep?: number;
 }
 
@@ -83,7 +83,7 @@ export class ThroughputSearch {
     this.minGap = settings.probeGapMs?.[0] ?? 5_000;
     this.maxGap = settings.probeGapMs?.[1] ?? 300_000;
     this.gap = this.minGap;
-    this.probeStep = settings.probeStep ?? 0.25;
+    this.probeStep = settings.probeStep ?? 0.125;
   }
 
   /** The setting to use now. */
