@@ -124,6 +124,35 @@ describe('engine capacity: a fixed-latency engine', () => {
     expect(grown.limit).toBeLessThanOrEqual(66);
   });
 
+  it('while interactive requests are served, probes up no sooner than 5 minutes after startup and the search settled', () => {
+    const sim = new DiscreteEvents();
+    const engine = fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 });
+    const capacity = new EngineCapacity({ ceiling: 128 });
+    capacity.interactiveTraffic(true);
+    let inFlight = 0;
+    let highestAfterSettling = 0;
+    const pump = () => {
+      // Startup and the search settle within two seconds here.
+      if (sim.now >= 3_000) highestAfterSettling = Math.max(highestAfterSettling, capacity.limit);
+      const limit = capacity.limit;
+      const burst = Math.max(0, limit - inFlight);
+      inFlight += burst;
+      const sentWith = inFlight;
+      for (let i = 0; i < burst; i++) {
+        const startedAt = sim.now;
+        engine.submit(() => {
+          inFlight -= 1;
+          capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit });
+          sim.after(0, pump);
+        });
+      }
+    };
+    sim.after(0, pump);
+    sim.runUntil(200_000);
+    expect(highestAfterSettling).toBeGreaterThanOrEqual(28);
+    expect(highestAfterSettling).toBeLessThanOrEqual(32);
+  });
+
   it('never passes its ceiling, and does not grow while the limit is not in use', () => {
     const capped = run((sim) => fixedLatencyEngine(sim, { slots: 64, latencyMs: 100 }), { ceiling: 16, untilMs: 30_000 });
     expect(capped.highest).toBe(16);

@@ -304,8 +304,13 @@ export class EngineCapacity {
     // requests keep (they go out as others come back), ±10% from one window to the next past the
     // engine's slots; the mean of every answer's time is steady.
     const servedMs = window.latency / (window.inFlight / window.answers);
+    const searching = this.search.phase === 'startup' || this.search.phase === 'search';
     if (!this.search.measured(window.answers, servedMs, at, { mayGrow: !kvFull, mayProbeUp })) return;
-    if (this.search.phase === 'probe-up') this.lastUpProbeAt = at;
+    // Startup and the search went above the engine's capacity as a probe up does: the next probe
+    // up waits as long after they settle (with interactive requests served, 5 minutes), or it
+    // lands in the interactive traffic a batch started beside (at 4× a 32-slot engine's slots,
+    // one probe in a 20 s window put the p99 at 1.45× alone).
+    if (this.search.phase === 'probe-up' || (searching && this.search.phase === 'cruise')) this.lastUpProbeAt = at;
     this.follow(at);
   }
 
