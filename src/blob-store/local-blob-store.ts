@@ -135,7 +135,12 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async *entries(prefix: string): AsyncIterable<BlobEntry> {
-    for await (const file of walk(this.root)) {
+    // The walk starts at the deepest folder the prefix names whole, so a list by one batch's
+    // prefix reads that batch's folder and nothing else: from the root, every batch's end read
+    // every blob ever kept, and a service slowed as it aged (bench/FINDINGS.md, history).
+    const folder = prefix.slice(0, prefix.lastIndexOf('/') + 1);
+    if (folder !== '') assertBlobKey(folder.slice(0, -1));
+    for await (const file of walk(join(this.root, ...folder.split('/').filter(Boolean)))) {
       if (isPartial(file.name)) continue;
       const key = relative(this.root, file.path).split(sep).join('/');
       if (!key.startsWith(prefix)) continue;

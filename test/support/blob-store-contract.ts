@@ -161,6 +161,19 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
       expect(await listKeys(store, `${run}/list/`)).toEqual([`${run}/list/deeper/two`, `${run}/list/one`]);
     });
 
+    it('lists by a prefix that ends inside a name, and by one that names nothing', async () => {
+      await store.put(`${run}/by/one`, Readable.from([Buffer.from('1')]));
+      await store.put(`${run}/by/other`, Readable.from([Buffer.from('2')]));
+      await store.put(`${run}/by/two/deeper`, Readable.from([Buffer.from('3')]));
+      await store.put(`${run}/byway/one`, Readable.from([Buffer.from('4')]));
+      expect(await listKeys(store, `${run}/by/o`)).toEqual([`${run}/by/one`, `${run}/by/other`]);
+      expect(await listKeys(store, `${run}/by/t`)).toEqual([`${run}/by/two/deeper`]);
+      expect(await listKeys(store, `${run}/by`)).toEqual([`${run}/by/one`, `${run}/by/other`, `${run}/by/two/deeper`, `${run}/byway/one`]);
+      expect(await listKeys(store, `${run}/by/`)).toHaveLength(3);
+      expect(await listKeys(store, `${run}/absent/`)).toEqual([]);
+      expect(await listKeys(store, `${run}/absent/a`)).toEqual([]);
+    });
+
     it('lists objects under a prefix with when each was written', async () => {
       const before = Date.now() - 2000; // S3 keeps whole seconds
       await store.put(`${run}/dated/one`, Readable.from([Buffer.from('1')]));
