@@ -75,4 +75,52 @@ describe('crash safety', () => {
     expect(engine.total).toBeLessThan(total + 100);
     spool.child.kill('SIGTERM');
   });
+
+  it('kill -9 while many small batches validate, run and finalize together, restart: every line of each in exactly one output or error line', async () => {
+    if (!engine.url) await engine.start();
+    engine.latencyMs = 5;
+    const dataDir = tempDir('crash-small');
+    const env = { PORT: '0', DATA_DIR: dataDir, API_KEY: TEST_API_KEY, ENGINE_BASE_URL: engine.url, ENGINE_CONCURRENCY: '16', ENGINE_BACKOFF_MS: '10', BATCH_CHUNK_LINES: '4', LOG_LEVEL: 'info' };
+    let spool = await startSpool(env);
+    children.push(spool.child);
+    await waitUntilReady(spool.url);
+    expect((await reserveJob(spool.url, { job_id: 'crash-small', model: 'tiny-chat', use_case: 'crash', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
+    let client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+
+    const batches = 40;
+    const perBatch = 10;
+    const linesOf = (batch: number) => Array.from({ length: perBatch }, (_, line) => chatLine(`b${batch}-${line}`, line === 3 ? `refuse me [fail:400] ${batch}` : `line ${batch} ${line}`));
+    const inputs = await Promise.all(Array.from({ length: batches }, async (_, batch) => (await client.files.create({ file: await toFile(Buffer.from(linesOf(batch).join('\n')), `b${batch}.jsonl`), purpose: 'batch' })).id));
+    const sentBefore = engine.total;
+    const ids = await Promise.all(inputs.map(async (fileId) => (await createBatch(client, { input_file_id: fileId, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'crash-small' })).id));
+
+    // Kill it for real once some batches have ended and others have not.
+    for (;;) {
+      const ended = (await client.batches.list({ limit: 100 })).data.filter((batch) => batch.status === 'completed').length;
+      expect(ended).toBeLessThan(batches);
+      if (ended >= batches / 4) break;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    spool.child.kill('SIGKILL');
+    await new Promise((resolve) => spool.child.once('exit', resolve));
+
+    spool = await startSpool(env);
+    children.push(spool.child);
+    client = new OpenAI({ baseURL: `${spool.url}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    for (const [batch, id] of ids.entries()) {
+      const done = await waitForStatus(client, id, ['completed', 'failed'], 60_000);
+      expect(done.status).toBe('completed');
+      const output = await fileLines(client, done.output_file_id);
+      const errors = await fileLines(client, done.error_file_id);
+      const seen = [...output, ...errors].map((line) => line.custom_id as string);
+      expect(seen.sort()).toEqual(linesOf(batch).map((_, line) => `b${batch}-${line}`).sort());
+      expect(errors.map((line) => line.custom_id)).toEqual([`b${batch}-3`]);
+      expect(done.request_counts).toEqual({ completed: perBatch - 1, failed: 1, total: perBatch });
+    }
+    // The restarted service ran only what had no recorded outcome (plus what was in flight at the kill).
+    const total = batches * perBatch;
+    expect(engine.total - sentBefore).toBeGreaterThanOrEqual(total);
+    expect(engine.total - sentBefore).toBeLessThan(total + 100);
+    spool.child.kill('SIGTERM');
+  });
 });

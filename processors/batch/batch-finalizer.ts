@@ -14,6 +14,7 @@ import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batch
 import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
 import { lentPieces } from '../../src/blob-store/file-content-stream.js';
 import { InputOrderSpill } from './input-order-spill.js';
+import { RunsByKey } from '../../src/platform/runs-by-key.js';
 
 /**
  * Chunks' parts opened ahead of the one being copied: one part after another, each open waiting on
@@ -57,8 +58,17 @@ export class BatchFinalizer {
     },
   ) {}
 
-  async finalize(batchId: string): Promise<void> {
-    let batch = this.deps.queries.get(batchId);
+  finalize(batchId: string): Promise<void> {
+    // Several finalize messages of one batch may be handled at once (messages of a partition run
+    // together, and each page of its outcomes sends one): one run at a time per batch, a later
+    // message's after it, so none reads the batch from before the event it was sent for.
+    return this.runs.run(batchId, () => this.finalizeOnce(batchId));
+  }
+
+  private readonly runs = new RunsByKey();
+
+  private async finalizeOnce(batchId: string): Promise<void> {
+    const batch = this.deps.queries.get(batchId);
     if (!batch || !readyToFinish({ ...batch, settled: batch.completed + batch.failed })) return;
     const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(batchId, 'finalize batch', { attributes: { 'spool.batch.id': batchId, 'spool.batch.completed': batch.completed, 'spool.batch.failed': batch.failed } });
     try {
@@ -84,10 +94,12 @@ export class BatchFinalizer {
     // Chunks of the output file copied from parts rendered while the batch ran (for the log).
     let renderedAhead = 0;
     if (batch.in_progress_at !== null) {
-      const output = await this.writeFile(batch, 'output');
+      // Both files at once: each waits mostly on the disk (or S3), and their registrations may
+      // share a commit.
+      const [output, errors] = await Promise.all([this.writeFile(batch, 'output'), batch.failed > 0 ? this.writeFile(batch, 'error') : undefined]);
       outputFileId = output.fileId;
       renderedAhead = output.partChunks;
-      errorFileId = batch.failed > 0 ? (await this.writeFile(batch, 'error')).fileId : null;
+      errorFileId = errors?.fileId ?? null;
     }
     await this.deps.batches.run(
       batchId,
@@ -151,7 +163,8 @@ export class BatchFinalizer {
     if (!batch.work_blob_key) {
       const chunks = [...this.deps.queries.chunks(batch.id)];
       const ahead = new Map<number, Promise<Readable | undefined>>();
-      const parts = useParts ? this.deps.parts : undefined;
+      // A batch of one chunk has no parts (the runner leaves them to this rendering).
+      const parts = useParts && chunks.length > 1 ? this.deps.parts : undefined;
       const copyBuffer = Buffer.allocUnsafe(COPY_BUFFER_BYTES);
       const openAhead = (from: number) => {
         if (!parts) return;

@@ -79,18 +79,19 @@ export class BatchRunner {
    */
   async run(batchId: string, chunkIndex: number): Promise<void> {
     if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunkIndex} of ${batchId} not started: stopping`);
-    const chunk = this.deps.queries.chunks(batchId).find((row) => row.chunk === chunkIndex);
+    const chunks = this.deps.queries.chunks(batchId);
+    const chunk = chunks.find((row) => row.chunk === chunkIndex);
     if (!chunk) return;
     const key = chunkKey(chunk);
     const running = this.running.get(key);
     if (running) return running;
-    const run = this.whenAdmitted(chunk).finally(() => this.running.delete(key));
+    const run = this.whenAdmitted(chunk, chunks.length).finally(() => this.running.delete(key));
     this.running.set(key, run);
     return run;
   }
 
   /** Runs the chunk once ChunkAdmission lets it start: held chunks start by deadline, not arrival. */
-  private async whenAdmitted(chunk: ChunkRow): Promise<void> {
+  private async whenAdmitted(chunk: ChunkRow, chunksOfBatch: number): Promise<void> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch) return;
     const release = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.job_id });
@@ -104,7 +105,10 @@ export class BatchRunner {
     // renders what it finds no part for, and would leave a part written after it to the sweeper. A
     // work file's chunks are put back in input order by the finalizer. Not by a run that found every
     // line settled (a redelivered chunk): the run that recorded them wrote the parts, and writing
-    // them again could meet the finalizer reading them.
+    // them again could meet the finalizer reading them. Nor for a batch of one chunk: the finalizer
+    // renders it from the outcomes at once, where its parts cost two files written, listed and
+    // removed (many small batches at once spent much of their time so).
+    if (chunksOfBatch < 2) return;
     const now = this.deps.queries.get(chunk.batch_id);
     if (recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk);
   }

@@ -17,6 +17,7 @@ import { fileStreamName } from '../../src/domain/stream-names.js';
 import type { EngineDirectory } from '../../src/engine/engine.js';
 import type { EventStore } from '../../src/event-store/event-store.js';
 import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
+import { RunsByKey } from '../../src/platform/runs-by-key.js';
 import { PrefixSignatureTable, prefixSignature } from '../../src/domain/prefix-order.js';
 import { physicalLines } from './jsonl-lines.js';
 import { RequestLines, WorkFileWriter } from './work-file-writer.js';
@@ -63,7 +64,15 @@ export class BatchValidator {
    * is left alone without reading its stream (the embedded relay republishes the whole log at every
    * start); the stream's state has the last word.
    */
-  async validate(batchId: string): Promise<void> {
+  validate(batchId: string): Promise<void> {
+    // Several validation messages of one batch may be handled at once (messages of a partition
+    // run together): one validation at a time per batch, the later ones after it.
+    return this.runs.run(batchId, () => this.validateOnce(batchId));
+  }
+
+  private readonly runs = new RunsByKey();
+
+  private async validateOnce(batchId: string): Promise<void> {
     const shown = this.deps.queries.get(batchId);
     if (!shown || !awaitsValidation(shown)) return;
     const state = await this.deps.batches.state(batchId);

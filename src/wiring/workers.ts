@@ -20,6 +20,7 @@ import type { Clock } from '../platform/clock.js';
 import { type Backoff, retryUntil } from '../platform/retry.js';
 import type { Config } from '../config.js';
 import { MessageSchemas, PROCESSOR_KINDS, type ProcessorKind, WORK_TOPICS } from '../messages/topics.js';
+import type { TopicSpec } from '../message-log/message-log.js';
 import type { WorkMessage } from '../messages/work-message.js';
 import type { Adapters } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -45,6 +46,17 @@ const scratchDirOf = (config: Config) => join(config.dataDir, 'scratch');
 
 /** Chunk messages an inference processor holds per partition, beyond those it runs. */
 const HELD_CHUNKS_PER_PARTITION = 32;
+
+/**
+ * Validations a validator runs at once per partition: each holds its batch's custom ids and line
+ * table (about 5 MiB for 50,000 lines), so a few, not dozens.
+ */
+const VALIDATIONS_PER_PARTITION = 2;
+
+/** Batches a finalizer finishes at once per partition: each holds a copy buffer and a few open parts. */
+const FINALIZATIONS_PER_PARTITION = 4;
+
+const partitionsOf = (topics: readonly TopicSpec[], topic: string): number => topics.find((spec) => spec.topic === topic)?.partitions ?? 1;
 
 /** Joining the message log once the process serves: no deadline, so the wait grows to 10 s. */
 const MESSAGING_BACKOFF: Backoff = { firstMs: 500, maxMs: 10_000 };
@@ -83,7 +95,13 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       prefixOrder: config.batchPrefixOrder,
       scratchDir: scratchDirOf(config),
     });
-    return { concurrency: 2, handle: (message) => (message.kind === 'validate-batch' ? validator.validate(message.batch_id) : Promise.resolve()) };
+    // Every partition at once, and a few of each partition's messages together: validations one
+    // after another held many small batches created at once to about 9 a second.
+    return {
+      concurrency: partitionsOf(adapters.topics, WORK_TOPICS.validator),
+      prefetch: VALIDATIONS_PER_PARTITION,
+      handle: (message) => (message.kind === 'validate-batch' ? validator.validate(message.batch_id) : Promise.resolve()),
+    };
   },
   inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing }) => {
     const { batches, batchesQueries, outcomes } = parts.application();
@@ -143,8 +161,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const retryBaseMs = config.webhookRetryBaseMs;
     const deliverer = new WebhookDeliverer({ queries: webhooksQueries, webhooks, now: Date.now, log: logger.child({ component: 'webhook-deliverer' }) }, { retryBaseMs, intervalMs: Math.min(1000, retryBaseMs), timeoutMs: 10_000 });
     lifecycle.opened('the webhook deliverer', () => deliverer.stop());
+    // As the validator: every partition at once, several batches of each together.
     return {
-      concurrency: 2,
+      concurrency: partitionsOf(adapters.topics, WORK_TOPICS.finalizer),
+      prefetch: FINALIZATIONS_PER_PARTITION,
       handle: (message) => (message.kind === 'finalize-batch' ? finalizer.finalize(message.batch_id) : Promise.resolve()),
       start: () => {
         expiryWatch.start();
