@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/platform/package-root.js';
-import { median, peakRssMiB } from './measurements.js';
+import { cpuSeconds, median, peakRssMiB } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
 import { eventTimes, startSpool } from './spool.js';
@@ -90,10 +90,11 @@ function post(agent: Agent, url: string, body: string): Promise<number> {
  * The baseline: a bare client loop sending every line's body straight to the upstream,
  * `concurrency` at a time, with node:http on kept-alive connections (the cheapest Node client).
  */
-async function bareLoop(upstream: string, bodies: readonly string[], concurrency: number): Promise<number> {
+async function bareLoop(upstream: string, bodies: readonly string[], concurrency: number): Promise<{ seconds: number; cpuSeconds: number }> {
   const agent = new Agent({ keepAlive: true });
   let next = 0;
   let failed = 0;
+  const cpuBefore = process.cpuUsage();
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -105,8 +106,9 @@ async function bareLoop(upstream: string, bodies: readonly string[], concurrency
   );
   agent.destroy();
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = process.cpuUsage(cpuBefore);
   if (failed > 0) throw new Error(`the bare loop saw ${failed} failed requests`);
-  return seconds;
+  return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
 }
 
 export interface SpoolBatchRun {
@@ -115,6 +117,8 @@ export interface SpoolBatchRun {
   /** Seconds per phase, from the client's clock (upload, download) and the log's timestamps. */
   phases: { upload: number; validate: number; run: number; finalize: number; download: number };
   peakRssMiB: number;
+  /** Spool's CPU (user + system, every thread of its process) from the upload's start to the download's end, s. */
+  cpuSeconds?: number;
 }
 
 /** Spool's environment for a batch against the upstream: the embedded default plus the upstream as engine. */
@@ -168,14 +172,17 @@ export async function spoolBatchOnEmbedded(dataDir: string, env: Record<string, 
   const service = await startSpool(dataDir, env, build);
   let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
   let rss: number;
+  let cpu: number;
   try {
+    const cpuBefore = cpuSeconds(service.child.pid!);
     run = await runSpoolBatch(service.url, input, lines, endpoint);
+    cpu = cpuSeconds(service.child.pid!) - cpuBefore;
   } finally {
     rss = peakRssMiB(service.child.pid!);
     await stop(service.child);
   }
   Object.assign(run.phases, logPhases(dataDir));
-  return { ...run, peakRssMiB: rss };
+  return { ...run, peakRssMiB: rss, cpuSeconds: cpu };
 }
 
 export interface BatchBenchResult {
@@ -194,6 +201,11 @@ export interface BatchBenchResult {
   baselineInFlight: number;
   spoolInFlight: number;
   events: number;
+  /**
+   * CPU per 1,000 lines, ms (medians): Spool's process over the batch (embedded only), and the bare
+   * loop's own process over its requests, the cost a client of the engine cannot avoid.
+   */
+  cpuMsPerThousand?: { baseline: number; spool?: number };
   /** On Kafka: the chunks each inference processor ran in the last round. */
   kafka?: { chunksPerInferenceProcessor: number[] };
 }
@@ -232,13 +244,15 @@ export async function benchBatch(options: {
     const baseline: number[] = [];
     const spool: SpoolBatchRun[] = [];
     const ratios: number[] = [];
+    const baselineCpu: number[] = [];
     const inFlight: Array<{ baseline: number; spool: number }> = [];
     let events = 0;
     for (let round = 0; round < options.rounds; round++) {
       const upstream = await startUpstream(options.latencyMs, options.concurrency);
       try {
-        const bare = await bareLoop(upstream.url, bodies, options.concurrency);
+        const { seconds: bare, cpuSeconds: bareCpu } = await bareLoop(upstream.url, bodies, options.concurrency);
         baseline.push(bare);
+        baselineCpu.push(bareCpu);
         const bareStats = await upstream.stats();
         const dataDir = mkdtempSync(join(work, 'data-'));
         const env = { ...benchJobEnv(work, upstream.url, options.engineConcurrency ?? options.concurrency), ...options.spoolEnv };
@@ -290,6 +304,10 @@ export async function benchBatch(options: {
       baselineInFlight: median(inFlight.map((entry) => entry.baseline)),
       spoolInFlight: median(inFlight.map((entry) => entry.spool)),
       events,
+      cpuMsPerThousand: {
+        baseline: (median(baselineCpu) * 1e6) / options.lines,
+        ...(spool.every((run) => run.cpuSeconds !== undefined) ? { spool: (median(spool.map((run) => run.cpuSeconds!)) * 1e6) / options.lines } : {}),
+      },
       ...(broker ? { kafka: { chunksPerInferenceProcessor: spread } } : {}),
     };
   } finally {

@@ -12,3 +12,21 @@ export const median = (values: number[]): number => {
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 };
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux that matters). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time (user + system, every thread) a live process has used so far, in seconds. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) in parentheses: utime and stime are the
+  // 14th and 15th of the line, the 12th and 13th after it.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** Resident set size of a live process now, in MiB. */
+export function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
+}

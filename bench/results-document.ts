@@ -6,6 +6,7 @@ import { batchingEngineSections } from './batching-engine-results.js';
 import type { PrefixResult } from './prefix.js';
 import { CAPPED_HEAP_MIB, type Results, type Stored, resultsPath } from './results-store.js';
 import { schedulerSections } from './scheduler-results.js';
+import { smallBatchesSections } from './small-batches-results.js';
 
 export function writeResults(results: Results): void {
   const fixed = (value: number, digits = 1) => (digits === 0 && Math.abs(value) >= 10_000 ? Math.round(value).toLocaleString('en') : value.toFixed(digits));
@@ -68,6 +69,8 @@ export function writeResults(results: Results): void {
     summary.push(
       `| 8. Peak RSS of a batch (embedded) | ${fixed(small.spoolPeakRssMiB, 0)} MiB (${small.lines.toLocaleString('en')} lines) | ${fixed(large.spoolPeakRssMiB, 0)} MiB (${large.lines.toLocaleString('en')} lines) | ${fixed(large.spoolPeakRssMiB / small.spoolPeakRssMiB, 2)}× | ≤ 160 MiB, within 10% | ${met(large.spoolPeakRssMiB <= 160 && large.spoolPeakRssMiB <= 1.1 * small.spoolPeakRssMiB)} |`,
     );
+    const cpu = large.cpuMsPerThousand?.spool !== undefined ? large.cpuMsPerThousand : undefined;
+    if (cpu) summary.push(`| 2b. CPU per line (chat, ${large.lines.toLocaleString('en')} lines) | ${fixed(cpu.baseline, 0)} ms per 1,000 requests | ${fixed(cpu.spool!, 0)} ms per 1,000 lines | ${fixed(cpu.spool! / cpu.baseline, 2)}× | ≤ 2.5× | ${met(cpu.spool! <= 2.5 * cpu.baseline)} |`);
     add([
       '## 2. Pure overhead: the same batch against an upstream that answers at once',
       '',
@@ -83,6 +86,16 @@ export function writeResults(results: Results): void {
           `| ${row.lines.toLocaleString('en')} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ≥ 6,000 lines/s | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
       ),
       '',
+      cpu && [
+        '**CPU per line** (a ratio a busy machine does not blur): Spool\'s process, user + system over every thread, from the upload\'s start to the download\'s end, per 1,000 lines; the bare loop\'s own process over its requests, per 1,000 requests (the least a client of the engine spends). Target: at most 2.5× the bare loop.',
+        '',
+        '| lines | bare loop, per 1,000 requests | spool, per 1,000 lines | spool / bare | target | |',
+        '|---|---|---|---|---|---|',
+        ...[small, large].filter((row) => row.cpuMsPerThousand?.spool !== undefined).map(
+          (row) => `| ${row.lines.toLocaleString('en')} | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
+        ),
+        '',
+      ].join('\n'),
       data('overhead', results.overhead),
     ]);
   }
@@ -316,11 +329,14 @@ export function writeResults(results: Results): void {
   const batchingSection = batchingEngineSections(results, { fixed, percent, met, when, data });
   summary.push(...batchingSection.summary);
   if (batchingSection.section) sections.push(batchingSection.section);
+  const smallBatches = smallBatchesSections(results, { fixed, percent, met, when, data });
+  summary.push(...smallBatches.summary);
+  sections.push(...smallBatches.sections);
 
   const document = [
     '# Benchmark results',
     '',
-    'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`, `prefix`, `batching`; the other sections stay as they were). ' +
+    'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`, `prefix`, `batching`, `small-batches`, `history`; the other sections stay as they were). ' +
       'In every round the baseline and the service run back to back on the same input, so ratios compare like with like on a shared, noisy machine; each figure is the median over the rounds, and each ratio the median of the rounds\' ratios. No timing is asserted in the test suite.',
     '',
     '| item | baseline | spool | spool / baseline | target | |',

@@ -12,6 +12,7 @@ import type { ImagesResult } from './images.js';
 import type { PrefixResult } from './prefix.js';
 import type { ReplayResult } from './replay.js';
 import type { SchedulerResult } from './scheduler.js';
+import type { HistoryResult, SmallBatchesResult } from './small-batches.js';
 import type { UploadResult } from './upload.js';
 import type { ValidationResult } from './validation.js';
 import type { WeightSwapResult } from './weight-swap.js';
@@ -42,6 +43,10 @@ export interface Results {
   schedulerPrevious?: Stored<SchedulerResult>;
   /** Item 1 run on the previous build beside this one (item 11). */
   batchPrevious?: Stored<BatchBenchResult>;
+  /** Item 12: many small batches at once. */
+  smallBatches?: Stored<SmallBatchesResult>;
+  /** Item 13: a service's speed as it ages. */
+  history?: Stored<HistoryResult>;
 }
 
 export const resultsPath = join(packageRoot, 'bench', 'RESULTS.md');

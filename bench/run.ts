@@ -2,11 +2,14 @@
 //   node --expose-gc dist/bench/run.js [NAME...]      (or BENCH_ONLY=name,name) runs only those;
 //   their sections of RESULTS.md are replaced and the others kept as they were.
 // Names: upload validation overhead replay batch checkpoint swap builtin images scheduler
-// scheduler-kafka prefix batching; `batching` (item 11) runs beside the built checkout
+// scheduler-kafka prefix batching small-batches history; `batching` (item 11) runs beside the built checkout
 // BENCH_PREVIOUS_BUILD names, when it names one, with the scheduler benchmark (9) on it too
 // (BENCH_BATCHING_PARTS=alone,live,scheduler,batch chooses which); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
 // fleet scheduler was wired, shown beside every later run; `render` only rewrites
-// RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say).
+// RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say). `small-batches` (12)
+// and `history` (13) run beside BENCH_PREVIOUS_BUILD too: BENCH_SMALL_BATCHES (1000) batches of
+// BENCH_SMALL_LINES (20) lines, and BENCH_HISTORY_WAVES (50) waves of BENCH_HISTORY_BATCHES (100)
+// batches of BENCH_HISTORY_LINES (200) lines through one service.
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -26,12 +29,13 @@ import { benchReplay } from './replay.js';
 import { writeResults } from './results-document.js';
 import { CAPPED_HEAP_MIB, previousResults, stamp } from './results-store.js';
 import { benchScheduler } from './scheduler.js';
+import { benchHistory, benchSmallBatches } from './small-batches.js';
 import { previousBuild } from './spool.js';
 import { benchUpload } from './upload.js';
 import { benchValidation } from './validation.js';
 import { benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -106,6 +110,21 @@ try {
     if (previous && wanted.has('scheduler')) log('scheduler-previous', (results.schedulerPrevious = stamp(await benchScheduler('embedded', previous))).data);
     // Item 1 on the previous build, beside this build's (run `batch` in the same run).
     if (previous && wanted.has('batch')) log('batch-previous', (results.batchPrevious = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds, build: previous }))).data);
+  }
+  if (selected.has('small-batches')) {
+    const previous = previousBuild();
+    const options = { batches: Number(process.env.BENCH_SMALL_BATCHES ?? 1000), lines: Number(process.env.BENCH_SMALL_LINES ?? 20), rounds, ...(previous ? { previous } : {}) };
+    log('small-batches', (results.smallBatches = stamp(await benchSmallBatches(options))).data);
+  }
+  if (selected.has('history')) {
+    const previous = previousBuild();
+    const options = {
+      waves: Number(process.env.BENCH_HISTORY_WAVES ?? 50),
+      batches: Number(process.env.BENCH_HISTORY_BATCHES ?? 100),
+      lines: Number(process.env.BENCH_HISTORY_LINES ?? 200),
+      ...(previous ? { previous } : {}),
+    };
+    log('history', (results.history = stamp(await benchHistory(options))).data);
   }
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });
