@@ -1,15 +1,9 @@
 // Item 11's section of bench/RESULTS.md: a batching engine kept full, alone and beside live traffic,
 // and the fixed-latency scheduler figures (9), each beside the previous build's.
-import type { Results, Stored } from './results-store.js';
+import type { Results, ResultsFormat, Stored } from './results-store.js';
 import type { SchedulerResult } from './scheduler.js';
 
-interface Format {
-  fixed(value: number, digits?: number): string;
-  percent(ratio: number): string;
-  met(ok: boolean): string;
-  when(stored: Stored<unknown>): string;
-  data(name: string, stored: Stored<unknown>): string;
-}
+type Format = ResultsFormat;
 
 export function batchingEngineSections(results: Results, format: Format): { summary: string[]; section?: string } {
   const { batching, scheduler, schedulerPrevious, batch, batchPrevious } = results;

@@ -49,6 +49,15 @@ export interface Results {
   history?: Stored<HistoryResult>;
 }
 
+/** How the sections of RESULTS.md format figures (bench/results-document.ts makes it). */
+export interface ResultsFormat {
+  fixed(value: number, digits?: number): string;
+  percent(ratio: number): string;
+  met(ok: boolean): string;
+  when(stored: Stored<unknown>): string;
+  data(name: string, stored: Stored<unknown>): string;
+}
+
 export const resultsPath = join(packageRoot, 'bench', 'RESULTS.md');
 /** Each section keeps its figures as JSON in a comment, so a partial run keeps the other sections. */
 export function previousResults(): Results {

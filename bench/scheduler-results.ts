@@ -1,20 +1,9 @@
 // The fleet scheduler's section of RESULTS.md: the figures from before it was wired beside the
 // latest run's, scenario by scenario.
+import type { ResultsFormat, Stored } from './results-store.js';
 import { SCHEDULER_SIZES, type SchedulerResult } from './scheduler.js';
 
-interface Stored<T> {
-  date: string;
-  machine: string;
-  data: T;
-}
-
-interface Format {
-  fixed(value: number, digits?: number): string;
-  percent(ratio: number): string;
-  met(ok: boolean): string;
-  when(stored: Stored<unknown>): string;
-  data(name: string, stored: Stored<unknown>): string;
-}
+type Format = ResultsFormat;
 
 const TARGETS = { p99Ratio: 1.25, batchShare: 0.9, tightRatio: 2, jain: 0.95, alone: 0.95 };
 

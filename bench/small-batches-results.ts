@@ -1,16 +1,10 @@
 // Items 12 and 13's sections of bench/RESULTS.md: many small batches at once, and a service's
 // speed as it ages, each beside the previous build's.
 import { median } from './measurements.js';
-import type { Results, Stored } from './results-store.js';
+import type { Results, ResultsFormat, Stored } from './results-store.js';
 import type { HistoryRun, SmallBatchesRound } from './small-batches.js';
 
-interface Format {
-  fixed(value: number, digits?: number): string;
-  percent(ratio: number): string;
-  met(ok: boolean): string;
-  when(stored: Stored<unknown>): string;
-  data(name: string, stored: Stored<unknown>): string;
-}
+type Format = ResultsFormat;
 
 /** Targets (issue: throughput at scale). */
 const BATCHES_PER_SECOND = 50;
