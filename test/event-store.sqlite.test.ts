@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { RecordedEvent } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { eventStoreContract } from './support/event-store-contract.js';
 import { tempDir } from './support/service.js';
@@ -52,5 +53,36 @@ describe('the embedded event store on disk', () => {
     const reopened = new SqliteEventStore(path);
     expect((await reopened.readAll({ maxCount: 10 })).map((recorded) => recorded.type)).toEqual(['B0', 'A0', 'A1', 'C0', 'C1', 'D0']);
     await reopened.close();
+  });
+
+  it('gives two subscriptions every event once and in order, sharing the pages they both read, while this process and another append', async () => {
+    const path = join(tempDir('events-shared-pages'), 'events.sqlite');
+    const store = new SqliteEventStore(path, 10);
+    const other = new SqliteEventStore(path, 10);
+    const event = (n: number) => ({ id: randomUUID(), type: 'Counted', data: { n }, metadata: { schemaVersion: 1 } });
+    const total = 2_600;
+    const seen: RecordedEvent[][] = [[], []];
+    const done = [0, 1].map(
+      (which) =>
+        new Promise<void>((resolve) => {
+          store.subscribeToAll({}, async (events) => {
+            seen[which]!.push(...events);
+            // The second one lags now and then, so that the two are not always at one place.
+            if (which === 1 && seen[1]!.length % 3 === 0) await new Promise((wait) => setTimeout(wait, 2));
+            if (seen[which]!.length >= total) resolve();
+          });
+        }),
+    );
+    for (let n = 0; n < total; n += 100) {
+      const writer = n % 200 === 0 ? store : other;
+      await writer.appendToStream(`counted-${n % 7}`, Array.from({ length: 100 }, (_, offset) => event(n + offset)));
+    }
+    await Promise.all(done);
+    for (const events of seen) expect(events.map((recorded) => recorded.data.n)).toEqual(Array.from({ length: total }, (_, n) => n));
+    // The same objects, read once: the data of one was parsed for both.
+    const firstIds = new Map(seen[0]!.map((recorded) => [recorded.id, recorded]));
+    expect(seen[1]!.filter((recorded) => firstIds.get(recorded.id) === recorded).length).toBeGreaterThan(0);
+    await other.close();
+    await store.close();
   });
 });

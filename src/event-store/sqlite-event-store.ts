@@ -56,6 +56,8 @@ export class SqliteEventStore implements EventStore {
   private readonly statements;
   private readonly appendInSavepoint: (streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) => { result: AppendResult; wrote: boolean };
   private queued: QueuedAppend[] = [];
+  /** The page a subscription read last, for the next subscription that asks for it (readPage). */
+  private lastPage: { readonly from: number; readonly maxCount: number; readonly events: readonly RecordedEvent[] } | undefined;
 
   constructor(
     path: string,
@@ -231,6 +233,26 @@ export class SqliteEventStore implements EventStore {
     return this.statements.readAll.all(from, maxCount).map(toRecordedEvent);
   }
 
+  /**
+   * A page for a subscription. The subscriptions of one process (the projector's, the relay's)
+   * mostly read the same pages one after the other: the last page read is handed to the next one
+   * that asks for it, the same events (whose data is then parsed once) rather than a copy read
+   * and made again. A page read earlier is a prefix of what the log holds after that place now
+   * (positions only grow and events never change), so a page short of newer events is still
+   * right: its reader asks again after its last event. Empty pages are never kept.
+   */
+  private readPage(after: Position | undefined, maxCount: number): readonly RecordedEvent[] {
+    const from = after === undefined ? 0 : Number(after.commit);
+    const last = this.lastPage;
+    if (last && last.from === from && last.maxCount === maxCount) {
+      this.lastPage = undefined;
+      return last.events;
+    }
+    const events = this.readAllSync(after, maxCount);
+    this.lastPage = events.length > 0 && this.subscriptions.size > 1 ? { from, maxCount, events } : undefined;
+    return events;
+  }
+
   async headPosition(): Promise<Position | undefined> {
     const head = this.statements.head.get()?.position ?? null;
     return head === null ? undefined : toPosition(head);
@@ -255,7 +277,7 @@ export class SqliteEventStore implements EventStore {
     const run = async () => {
       let cursor = options.after;
       while (!stopped) {
-        const batch = this.readAllSync(cursor, PAGE_SIZE);
+        const batch = this.readPage(cursor, PAGE_SIZE);
         if (batch.length === 0) {
           await waitForAppend();
           continue;
@@ -291,24 +313,51 @@ function toPosition(sequence: number): Position {
   return { commit: value, prepare: value };
 }
 
-// Data and metadata are parsed when first read: several readers (the projector, the relay) go
-// through every event, and most of them look at the data of only some (a line outcome carries a
-// whole response body).
+/**
+ * An event as read from the log. Data and metadata are parsed when first read: several readers
+ * (the projector, the relay) go through every event, and most of them look at the data of only
+ * some (a line outcome carries a whole response body). A class, not an object of closures: every
+ * reader of every line's event made one, and their getters' contexts were a large share of what
+ * the main thread allocated per line; revision and position are made when first asked for too.
+ */
+class SqliteRecordedEvent implements RecordedEvent {
+  private parsedData: Record<string, unknown> | undefined;
+  private parsedMetadata: RecordedEvent['metadata'] | undefined;
+  private madePosition: Position | undefined;
+
+  constructor(private readonly row: EventRow) {}
+
+  get id(): string {
+    return this.row.event_id;
+  }
+  get type(): string {
+    return this.row.type;
+  }
+  get streamName(): string {
+    return this.row.stream_name;
+  }
+  get recordedAt(): number {
+    return this.row.recorded_at;
+  }
+  get revision(): bigint {
+    return BigInt(this.row.revision);
+  }
+  get position(): Position {
+    return (this.madePosition ??= toPosition(this.row.position));
+  }
+  get data(): Record<string, unknown> {
+    return (this.parsedData ??= JSON.parse(this.row.data) as Record<string, unknown>);
+  }
+  get metadata(): RecordedEvent['metadata'] {
+    return (this.parsedMetadata ??= JSON.parse(this.row.metadata) as RecordedEvent['metadata']);
+  }
+
+  /** Its own properties as a plain object shows them (a test's deep equality, a log line). */
+  toJSON(): RecordedEvent {
+    return { id: this.id, type: this.type, data: this.data, metadata: this.metadata, streamName: this.streamName, revision: this.revision, position: this.position, recordedAt: this.recordedAt };
+  }
+}
+
 function toRecordedEvent(row: EventRow): RecordedEvent {
-  let data: Record<string, unknown> | undefined;
-  let metadata: RecordedEvent['metadata'] | undefined;
-  return {
-    id: row.event_id,
-    type: row.type,
-    get data() {
-      return (data ??= JSON.parse(row.data) as Record<string, unknown>);
-    },
-    get metadata() {
-      return (metadata ??= JSON.parse(row.metadata) as RecordedEvent['metadata']);
-    },
-    streamName: row.stream_name,
-    revision: BigInt(row.revision),
-    position: toPosition(row.position),
-    recordedAt: row.recorded_at,
-  };
+  return new SqliteRecordedEvent(row);
 }
