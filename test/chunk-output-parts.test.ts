@@ -3,7 +3,9 @@ import { Readable, Writable } from 'node:stream';
 import OpenAI, { toFile } from 'openai';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChunkOutcomeRecording } from '../processors/batch/chunk-outcome-recorder.js';
 import { ChunkOutputParts, inLineOrder } from '../processors/batch/chunk-output-parts.js';
+import type { ChunkRow } from '../projections/batches-projection.js';
 import { LineOutcomeLog } from '../src/application/line-outcomes.js';
 import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
 import { renderChunk } from '../src/domain/batch-output.js';
@@ -31,6 +33,44 @@ async function text(stream: AsyncIterable<Buffer> | undefined): Promise<string |
 }
 
 describe('chunk output parts', () => {
+  it('rendered by the run that recorded every line of its chunk are the bytes rendering the log gives; not when another writer had a line first', async () => {
+    const directory = tempDir('chunk-parts-rendered');
+    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
+    const outcomes = new LineOutcomeLog(eventStore);
+    const recording = new ChunkOutcomeRecording(outcomes, 'test');
+    // Lines 10 to 14 of chunk 0, line 12 blank in the input (no outcome): four lines, out of order. Chunk 1 holds 20 to 24, and so on.
+    const chunk = (index: number): ChunkRow => ({ batch_id: 'batch_p', chunk: index, first_line: 10 * (index + 1), lines: 4, start: 0, end: 100 }) as ChunkRow;
+    const lines = (index: number) => [0, 1, 3, 4].map((offset) => 10 * (index + 1) + offset);
+    try {
+      const own = await recording.begin(chunk(0), { renderParts: true });
+      for (const line of [13, 10, 14]) own.add(line === 14 ? failed(line) : completed(line));
+      own.add(completed(11));
+      await own.close();
+      const inOrder = inLineOrder(await outcomes.read('batch_p', 0));
+      expect(own.renderedParts()).toEqual({ output: renderChunk('batch_p', 'output', inOrder), error: renderChunk('batch_p', 'error', inOrder) });
+      expect(own.renderedParts()!.output.split('\n').filter(Boolean).map((line) => JSON.parse(line).custom_id)).toEqual(['ok-10', 'ok-11', 'ok-13']);
+
+      // Another writer recorded line 21 (with another outcome) before this run's group: the log's
+      // outcome stands, so this run's rendering is not the chunk's.
+      const raced = await recording.begin(chunk(1), { renderParts: true });
+      await outcomes.record('batch_p', 1, [failed(21)], 'other');
+      for (const line of lines(1)) raced.add(completed(line));
+      await raced.close();
+      expect((await outcomes.read('batch_p', 1)).length).toBe(4);
+      expect(raced.renderedParts()).toBeUndefined();
+
+      // A run that found lines settled renders nothing of its own; nor one not asked to.
+      const resumed = await recording.begin(chunk(1), { renderParts: true });
+      expect(resumed.renderedParts()).toBeUndefined();
+      const unasked = await recording.begin(chunk(2));
+      for (const line of lines(2)) unasked.add(completed(line));
+      await unasked.close();
+      expect(unasked.renderedParts()).toBeUndefined();
+    } finally {
+      await eventStore.close();
+    }
+  });
+
   it('are written only once every line of the chunk has its outcome, hold what rendering the outcomes gives, and go with discard()', async () => {
     const directory = tempDir('chunk-parts');
     const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));

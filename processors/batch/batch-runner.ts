@@ -10,7 +10,7 @@ import type { EngineDirectory } from '../../src/engine/engine.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batches-projection.js';
 import { BatchLineSender } from './batch-line-sender.js';
 import { ChunkAdmission } from './chunk-admission.js';
-import { ChunkOutcomeRecording } from './chunk-outcome-recorder.js';
+import { ChunkOutcomeRecording, type RenderedParts } from './chunk-outcome-recorder.js';
 import type { ChunkOutputParts } from './chunk-output-parts.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../../src/observability/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
@@ -28,6 +28,13 @@ const CORRELATION = 'batch-runner';
 const WAITING_LINES_PER_CHUNK = 32;
 
 const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
+
+/** What a chunk's run did: whether it had lines to record outcomes for, and its parts where it rendered them. */
+interface ChunkRun {
+  readonly recorded: boolean;
+  readonly rendered?: RenderedParts;
+}
+const NOTHING_RECORDED: ChunkRun = { recorded: false };
 
 /**
  * A chunk left unfinished because the process is stopping: the lines sent have their outcomes,
@@ -95,9 +102,11 @@ export class BatchRunner {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch) return;
     const release = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.job_id });
-    let recorded: boolean;
+    // Parts (below) are rendered as the outcomes are recorded, where they will be written.
+    const renderParts = chunksOfBatch >= 2 && !batch.work_blob_key && this.deps.parts !== undefined;
+    let run: ChunkRun;
     try {
-      recorded = await this.runChunk(chunk);
+      run = await this.runChunk(chunk, renderParts);
     } finally {
       release();
     }
@@ -110,7 +119,7 @@ export class BatchRunner {
     // removed (many small batches at once spent much of their time so).
     if (chunksOfBatch < 2) return;
     const now = this.deps.queries.get(chunk.batch_id);
-    if (recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk);
+    if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk, run.rendered);
   }
 
   /** Chunks running now (for a stop that says what it waits for). */
@@ -132,13 +141,12 @@ export class BatchRunner {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
   }
 
-  /** Whether the run had lines to record outcomes for. */
-  private async runChunk(chunk: ChunkRow): Promise<boolean> {
+  private async runChunk(chunk: ChunkRow, renderParts: boolean): Promise<ChunkRun> {
     const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(chunk.batch_id, 'run chunk', {
       attributes: { 'spool.batch.id': chunk.batch_id, 'spool.batch.chunk': chunk.chunk, 'spool.batch.chunk.lines': chunk.lines },
     });
     try {
-      return await this.runChunkLines(chunk, span);
+      return await this.runChunkLines(chunk, span, renderParts);
     } catch (error) {
       span.fail(error instanceof Error ? error.message : String(error));
       throw error;
@@ -147,16 +155,16 @@ export class BatchRunner {
     }
   }
 
-  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan): Promise<boolean> {
+  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan, renderParts: boolean): Promise<ChunkRun> {
     const batch = this.deps.queries.get(chunk.batch_id);
-    if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return false;
-    const recorder = await this.outcomes.begin(chunk);
-    if (recorder.complete) return false;
+    if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return NOTHING_RECORDED;
+    const recorder = await this.outcomes.begin(chunk, { renderParts });
+    if (recorder.complete) return NOTHING_RECORDED;
 
     const engine = this.deps.engines.engineFor(batch.model);
     if (!engine) {
       await this.failBatch(batch, 'model_not_available', `No engine serves model ${JSON.stringify(batch.model)}`);
-      return false;
+      return NOTHING_RECORDED;
     }
     let source;
     try {
@@ -164,7 +172,7 @@ export class BatchRunner {
     } catch (error) {
       if (!(error instanceof BlobNotFoundError)) throw error;
       await this.failBatch(batch, 'input_file_not_found', `Input file ${batch.input_file_id} was deleted while the batch ran`);
-      return false;
+      return NOTHING_RECORDED;
     }
 
     const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK);
@@ -202,7 +210,9 @@ export class BatchRunner {
       await recorder.close();
     }
     if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines withdrawn, the rest not read): stopping`);
-    return recorder.recorded;
+    if (!recorder.recorded) return NOTHING_RECORDED;
+    const rendered = recorder.renderedParts();
+    return rendered ? { recorded: true, rendered } : { recorded: true };
   }
 
   private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {

@@ -1,4 +1,5 @@
 import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
+import { outputLine } from '../../src/domain/batch-output.js';
 import { type LineOutcome, ZERO_USAGE } from '../../src/domain/line-outcome.js';
 import { type EngineResponse, usageOf } from '../../src/engine/engine.js';
 import type { ChunkRow } from '../../projections/batches-projection.js';
@@ -44,11 +45,21 @@ export class ChunkOutcomeRecording {
     private readonly correlationId: string,
   ) {}
 
-  /** A run of the chunk, knowing the lines settled before it; close it when the run ends. */
-  async begin(chunk: ChunkRow): Promise<ChunkOutcomeRecorder> {
+  /**
+   * A run of the chunk, knowing the lines settled before it; close it when the run ends.
+   * `renderParts`: keep each line's output or error file line as it is recorded, for the chunk's
+   * parts (see renderedParts()).
+   */
+  async begin(chunk: ChunkRow, options: { renderParts?: boolean } = {}): Promise<ChunkOutcomeRecorder> {
     const settled = await this.log.settledLines(chunk.batch_id, chunk.chunk);
-    return new ChunkOutcomeRecorder(this.log, chunk, settled, this.flushes, this.correlationId);
+    return new ChunkOutcomeRecorder(this.log, chunk, settled, this.flushes, this.correlationId, options.renderParts === true && settled.size === 0);
   }
+}
+
+/** A chunk's output and error file lines, each in line order. */
+export interface RenderedParts {
+  readonly output: string;
+  readonly error: string;
 }
 
 /** One run's outcomes of one chunk: collected, and recorded in groups, one append at a time. */
@@ -58,6 +69,12 @@ export class ChunkOutcomeRecorder {
   private failure: unknown;
   private added = false;
   private readonly flushNow = () => this.flush();
+  /**
+   * Each line's rendered output or error file line, by its place in the chunk, while every
+   * outcome the run recorded went into the log as this run's (no other writer had a line of it
+   * first); undefined once one did not, or when not asked for.
+   */
+  private rendered: Array<{ readonly failed: boolean; readonly text: string }> | undefined;
 
   constructor(
     private readonly log: LineOutcomeLog,
@@ -65,7 +82,10 @@ export class ChunkOutcomeRecorder {
     private readonly settled: ReadonlySet<number>,
     private readonly clock: FlushClock,
     private readonly correlationId: string,
-  ) {}
+    renderParts = false,
+  ) {
+    if (renderParts) this.rendered = [];
+  }
 
   /** Every line of the chunk had its outcome before the run: there is nothing to send. */
   get complete(): boolean {
@@ -84,6 +104,10 @@ export class ChunkOutcomeRecorder {
 
   add(outcome: LineOutcome): void {
     this.added = true;
+    if (this.rendered) {
+      const failed = outcome.type === 'LineFailed';
+      this.rendered[outcome.data.line - this.chunk.first_line] = { failed, text: outputLine(this.chunk.batch_id, failed ? 'error' : 'output', outcome.data)! };
+    }
     this.pending.push(outcome);
     if (this.pending.length >= FLUSH_LINES) this.flush();
     else this.clock.schedule(this.flushNow);
@@ -95,10 +119,36 @@ export class ChunkOutcomeRecorder {
     const group = this.pending;
     this.pending = [];
     this.writing = this.writing
-      .then(() => this.log.record(this.chunk.batch_id, this.chunk.chunk, group, this.correlationId))
+      .then(async () => {
+        const recorded = await this.log.record(this.chunk.batch_id, this.chunk.chunk, group, this.correlationId);
+        // Some line of the group was another writer's first: the log, not this run, says what
+        // its parts hold (they are then rendered from the log).
+        if (recorded !== group.length) this.rendered = undefined;
+      })
       .catch((error: unknown) => {
         this.failure ??= error;
       });
+  }
+
+  /**
+   * After close(): the chunk's parts as the log's outcomes render them, when this run recorded
+   * the outcome of every line of the chunk itself; undefined otherwise (render them from the log).
+   * The same bytes as rendering the recorded events: outputLine of the same data.
+   */
+  renderedParts(): RenderedParts | undefined {
+    const rendered = this.rendered;
+    if (!rendered || this.failure) return undefined;
+    let output = '';
+    let error = '';
+    let lines = 0;
+    // By place in the chunk, so in line order; blank input lines (which have no outcome) leave holes.
+    for (const line of rendered) {
+      if (!line) continue;
+      lines += 1;
+      if (line.failed) error += line.text;
+      else output += line.text;
+    }
+    return lines === this.chunk.lines ? { output, error } : undefined;
   }
 
   /** Records what is left, then forgets the chunk's stream; throws the first append that failed. */

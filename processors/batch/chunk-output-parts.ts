@@ -6,6 +6,7 @@ import { type OutputKind, renderChunk } from '../../src/domain/batch-output.js';
 import { chunkPartBlobKey, chunkPartsPrefix } from '../../src/domain/blob-keys.js';
 import type { LineCompletedData, LineFailedData } from '../../src/domain/line-outcome.js';
 import type { RecordedEvent } from '../../src/event-store/event-store.js';
+import type { RenderedParts } from './chunk-outcome-recorder.js';
 
 /** A chunk's outcome events as outcomes, in line order. */
 export function inLineOrder(events: readonly RecordedEvent[]): (LineCompletedData | LineFailedData)[] {
@@ -31,22 +32,30 @@ export interface PartChunk {
 export class ChunkOutputParts {
   constructor(private readonly deps: { blobStore: BlobStore; outcomes: LineOutcomeLog; log: Pick<Logger, 'warn'> }) {}
 
-  /** Renders the chunk's parts if every line has its outcome; true when they were written. */
-  async write(chunk: PartChunk): Promise<boolean> {
-    const outcomes = await this.outcomesOf(chunk);
-    if (!outcomes) return false;
+  /**
+   * Renders the chunk's parts if every line has its outcome; true when they were written.
+   * `rendered`: the parts as the run that recorded every outcome of the chunk rendered them line
+   * by line (ChunkOutcomeRecorder.renderedParts), the same bytes without reading the outcomes back.
+   */
+  async write(chunk: PartChunk, rendered?: RenderedParts): Promise<boolean> {
+    let parts = rendered;
+    if (!parts) {
+      const outcomes = await this.outcomesOf(chunk);
+      if (!outcomes) return false;
+      parts = { output: renderChunk(chunk.batch_id, 'output', outcomes), error: renderChunk(chunk.batch_id, 'error', outcomes) };
+    }
     // Both, even empty: a missing part then only ever means "render it from the outcomes", also
     // when another finalizer removed the parts between this one's reads of them.
     for (const kind of ['error', 'output'] as const) {
-      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind), Readable.from([Buffer.from(renderChunk(chunk.batch_id, kind, outcomes))]));
+      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind), Readable.from([Buffer.from(parts[kind])]));
     }
     return true;
   }
 
   /** Like write(), for a caller that goes on either way: a part not written is only work for the finalizer. */
-  async tryWrite(chunk: PartChunk): Promise<void> {
+  async tryWrite(chunk: PartChunk, rendered?: RenderedParts): Promise<void> {
     try {
-      await this.write(chunk);
+      await this.write(chunk, rendered);
     } catch (error) {
       this.deps.log.warn({ err: error, batch_id: chunk.batch_id, chunk: chunk.chunk }, 'chunk output not rendered ahead; the finalizer renders it');
     }
