@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { type LineCompletedData, type LineFailedData, type Usage, lineError } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
-import { parseStreamName } from '../src/domain/stream-names.js';
+import { streamKind } from '../src/domain/stream-names.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
 import type { Projector } from './projector.js';
@@ -90,7 +90,7 @@ export const batchesProjection: Projection = {
 function applyPage(db: Database.Database, events: readonly RecordedEvent[]): void {
   const counts = new LineOutcomeCounts();
   for (const recorded of events) {
-    if (parseStreamName(recorded.streamName)?.kind === 'batchlines') {
+    if (streamKind(recorded.streamName) === 'batchlines') {
       applyLineOutcome(db, recorded, counts);
       continue;
     }

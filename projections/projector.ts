@@ -10,7 +10,7 @@ import {
   positionToString,
 } from '../src/event-store/event-store.js';
 import { type Projection, applyEvents } from './projection.js';
-import { type StreamKind, parseStreamName } from '../src/domain/stream-names.js';
+import { type StreamKind, streamKind } from '../src/domain/stream-names.js';
 import { statement } from './read-model-store.js';
 import { type StorageSpace, isOutOfSpace } from '../src/platform/storage-space.js';
 
@@ -128,7 +128,7 @@ export class Projector {
     for (const projection of this.projections) this.checkpoints.set(projection.name, last.position);
     this.eventsApplied += events.length;
     for (const event of events) {
-      const kind = parseStreamName(event.streamName)?.kind;
+      const kind = streamKind(event.streamName);
       if (kind) this.appliedByKind.set(kind, (this.appliedByKind.get(kind) ?? 0) + 1);
     }
     this.position = last.position;

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { WeightSyncEvent } from '../src/domain/weight-sync.js';
-import { parseStreamName } from '../src/domain/stream-names.js';
+import { streamKind } from '../src/domain/stream-names.js';
 import type { Projection } from './projection.js';
 import { statement } from './read-model-store.js';
 
@@ -43,7 +43,7 @@ export const weightsProjection: Projection = {
     db.exec('DROP TABLE IF EXISTS weight_syncs; DROP TABLE IF EXISTS weight_replicas;');
   },
   apply(db, recorded) {
-    if (parseStreamName(recorded.streamName)?.kind !== 'weights') return;
+    if (streamKind(recorded.streamName) !== 'weights') return;
     const event = recorded as unknown as WeightSyncEvent;
     const data = event.data as Record<string, unknown> & { model: string };
     const set = (assignments: string, params: Record<string, unknown> = {}) =>

@@ -82,10 +82,11 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
   const weightLooks = new Map<string, RecordedEvent>();
 
   for (const event of events) {
-    const position = positionToString(event.position);
-    const base = { position, event_id: event.id };
     const stream = parseStreamName(event.streamName);
     if (stream?.kind === 'batch' && isBatchEventType(event.type)) {
+      // Made here, not for every event: most of a page is line outcomes, which publish nothing of their own.
+      const position = positionToString(event.position);
+      const base = { position, event_id: event.id };
       const batchId = String(event.data.batch_id);
       const message: BatchEventMessage = {
         event_id: event.id,

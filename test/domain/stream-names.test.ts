@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { batchLinesStreamName, batchStreamName, fileStreamName, jobStreamName, parseStreamName, webhookDeliveryStreamName, webhookStreamName, weightsStreamName } from '../../src/domain/stream-names.js';
+import { batchLinesStreamName, batchStreamName, fileStreamName, jobStreamName, parseStreamName, streamKind, webhookDeliveryStreamName, webhookStreamName, weightsStreamName } from '../../src/domain/stream-names.js';
 
 describe('stream names', () => {
   it('parse back to what made them', () => {
@@ -19,6 +19,13 @@ describe('stream names', () => {
   it('name nothing for other streams, empty ids and line streams without a chunk', () => {
     for (const name of ['orders-1', 'batch-', 'file-', 'batchlines-batch_abc', 'batchlines-batch_abc-x', 'Batch-x', 'webhookdelivery-wh_1', 'webhookdelivery-a.b.c', '']) {
       expect(parseStreamName(name)).toBeUndefined();
+      expect(streamKind(name)).toBeUndefined();
+    }
+  });
+
+  it('have the kind that parsing them gives, said without parsing', () => {
+    for (const name of [batchStreamName('b'), batchLinesStreamName('batch_a-b', 7), fileStreamName('f'), jobStreamName('j'), weightsStreamName('org/m'), webhookStreamName('w'), webhookDeliveryStreamName('w', 'e'), 'batchlines-a-b-3']) {
+      expect(streamKind(name)).toBe(parseStreamName(name)!.kind);
     }
   });
 });
