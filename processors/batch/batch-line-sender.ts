@@ -66,7 +66,8 @@ export class BatchLineSender {
     try {
       const response = await engine.infer({
         endpoint: batch.endpoint,
-        body: { ...request.body, model: request.body.model ?? batch.model },
+        // A copy only where the line names no model (most name one: the job's).
+        body: request.body.model === undefined || request.body.model === null ? { ...request.body, model: batch.model } : request.body,
         // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
         // this process is stopping) again once admitted.
         withdraw: () => {

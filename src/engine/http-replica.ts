@@ -73,8 +73,8 @@ export class HttpReplica implements Replica {
 
   async send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {
     // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
-    const { stream: _stream, stream_options: _options, ...body } = request.body;
-    const payload = JSON.stringify(body);
+    // Copied without them only where they are there: every batch line passes here.
+    const payload = JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
     const answer = await engineIo.post(this.agent, this.base + request.endpoint.replace(/^\/v1/, ''), headers, payload, this.settings.timeoutMs, {
       signal: request.signal,
@@ -151,3 +151,7 @@ export class HttpReplica implements Replica {
   }
 }
 
+function withoutStreaming(body: Record<string, unknown>): Record<string, unknown> {
+  const { stream: _stream, stream_options: _options, ...rest } = body;
+  return rest;
+}
