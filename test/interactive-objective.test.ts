@@ -99,7 +99,7 @@ describe('the interactive objective on a continuous-batching engine', () => {
 
 describe('the interactive objective, rule by rule', () => {
   it('cuts what was in flight when the p99 misses, grows below the margin, holds between, judging only answers since the last change', () => {
-    const objective = new InteractiveObjective({ p99Ms: 100, leastAnswers: 10 });
+    const objective = new InteractiveObjective({ p99Ms: 100, leastAnswers: 10, roomAnswers: 20 });
     let t = 0;
     const answers = (count: number, latencyMs: number) => {
       for (let i = 0; i < count; i++) objective.answered((t += 10), latencyMs);
@@ -115,11 +115,28 @@ describe('the interactive objective, rule by rule', () => {
     expect(objective.batchCap(t, 36)).toBe(32);
     answers(10, 95);
     expect(objective.batchCap(t, 32)).toBe(32);
-    // Held: the answers at this cap go on counting, the oldest let go once there are four times enough.
-    answers(30, 50);
+    // Held: the answers at this cap go on counting, the oldest let go once there are four times
+    // enough to judge room (the last 20 of 80 are then all below the margin).
+    answers(70, 50);
     expect(objective.batchCap(t, 32)).toBe(32);
     expect(objective.batchCap(t, 32)).toBe(34);
     expect(objective.measuredP99(t)).toBe(150);
+  });
+
+  it('grows only on as many answers as a p99 needs, and never on the slowest of a few dozen', () => {
+    const objective = new InteractiveObjective({ p99Ms: 100 });
+    let t = 0;
+    for (let i = 0; i < 30; i++) objective.answered((t += 10), 200);
+    expect(objective.batchCap(t, 50)).toBe(45);
+    // 99 answers all well within the objective: not yet enough to say its p99 has room.
+    for (let i = 0; i < 99; i++) objective.answered((t += 10), 10);
+    expect(objective.batchCap(t, 45)).toBe(45);
+    objective.answered((t += 10), 10);
+    expect(objective.batchCap(t, 45)).toBe(48);
+    // One in a hundred near the objective (2% of them, say, above the margin): held, not grown.
+    for (let i = 0; i < 99; i++) objective.answered((t += 10), 10);
+    objective.answered((t += 10), 97);
+    expect(objective.batchCap(t, 48)).toBe(48);
   });
 
   it('lifts the cap once interactive traffic stops', () => {
