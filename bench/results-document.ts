@@ -94,6 +94,14 @@ export function writeResults(results: Results): void {
         ...[small, large].filter((row) => row.cpuMsPerThousand?.spool !== undefined).map(
           (row) => `| ${row.lines.toLocaleString('en')} | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
         ),
+        ...(results.overhead.data.previous
+          ? [results.overhead.data.previous.small, results.overhead.data.previous.large]
+              .filter((row) => row.cpuMsPerThousand?.spool !== undefined)
+              .map(
+                (row) =>
+                  `| ${row.lines.toLocaleString('en')}, previous build (${results.overhead!.data.previous!.build}) | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
+              )
+          : []),
         '',
       ].join('\n'),
       data('overhead', results.overhead),

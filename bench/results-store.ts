@@ -25,7 +25,7 @@ export interface Stored<T> {
 export interface Results {
   upload?: Stored<UploadResult[]>;
   validation?: Stored<ValidationResult>;
-  overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult } }>;
+  overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult }; previous?: { build: string; large: BatchBenchResult; small: BatchBenchResult } }>;
   replay?: Stored<ReplayResult>;
   batch?: Stored<BatchBenchResult>;
   kafka?: Stored<BatchBenchResult>;

@@ -30,7 +30,7 @@ import { writeResults } from './results-document.js';
 import { CAPPED_HEAP_MIB, previousResults, stamp } from './results-store.js';
 import { benchScheduler } from './scheduler.js';
 import { benchHistory, benchSmallBatches } from './small-batches.js';
-import { previousBuild } from './spool.js';
+import { previousBuild, previousCommit } from './spool.js';
 import { benchUpload } from './upload.js';
 import { benchValidation } from './validation.js';
 import { benchWeightSwap } from './weight-swap.js';
@@ -82,7 +82,16 @@ try {
     const capped = { NODE_OPTIONS: `--max-old-space-size=${CAPPED_HEAP_MIB}` };
     const cappedSmall = await benchBatch({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, spoolEnv: capped });
     const cappedLarge = await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, spoolEnv: capped });
-    log('overhead', (results.overhead = stamp({ large, small, capped: { small: cappedSmall, large: cappedLarge } })).data);
+    // The same two batches on the previous build (BENCH_PREVIOUS_BUILD), in the same run: its CPU per line beside this build's.
+    const previous = previousBuild();
+    const before = previous
+      ? {
+          build: previousCommit(previous),
+          small: await benchBatch({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, build: previous }),
+          large: await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, build: previous }),
+        }
+      : undefined;
+    log('overhead', (results.overhead = stamp({ large, small, capped: { small: cappedSmall, large: cappedLarge }, ...(before ? { previous: before } : {}) })).data);
   }
   if (selected.has('replay')) {
     // The log of a completed 50,000-line batch: the pure-overhead run's, or one made now.

@@ -1,6 +1,6 @@
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { startNode, startSpoolCli, waitForReady } from '../test/support/processes.js';
 
@@ -38,6 +38,15 @@ export function previousBuild(): string | undefined {
   if (!root) return undefined;
   builtCli(root);
   return root;
+}
+
+/** The commit a previous build's checkout is at (short), for the tables that show it; its folder's name where git cannot say. */
+export function previousCommit(root: string): string {
+  try {
+    return execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return basename(root);
+  }
 }
 
 /** The command-line entry of a built checkout (it moved between releases). */
