@@ -1,5 +1,6 @@
 import * as fs from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
+import { Readable } from 'node:stream';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
@@ -37,7 +38,7 @@ describe('a list by prefix in the local blob store', () => {
     const root = tempDir('blobs-by-prefix');
     const store = new LocalBlobStore(root);
     for (let batch = 0; batch < 20; batch++) {
-      for (let chunk = 0; chunk < 3; chunk++) await store.put(`${chunkPartsPrefix(`batch_${batch}`)}${chunk}.output.jsonl`, [Buffer.from('{}\n')]);
+      for (let chunk = 0; chunk < 3; chunk++) await store.put(`${chunkPartsPrefix(`batch_${batch}`)}${chunk}.output.jsonl`, Readable.from([Buffer.from('{}\n')]));
     }
     opened.length = 0;
     const keys: string[] = [];
@@ -82,7 +83,7 @@ describe('the folders of the blob store a batch reads on its way', () => {
 
   it('never opens the folder of another batch, nor the folder that holds them all', async () => {
     const root = join(service.dataDir, 'blobs');
-    const earlier = [];
+    const earlier: string[] = [];
     for (let index = 0; index < 3; index++) earlier.push(await runBatch(index));
     // The last batch's parts are removed a moment after its status shows.
     await waitUntil(async () => (await partsLeft(root, earlier[2]!)) === 0);
