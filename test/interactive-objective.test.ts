@@ -106,12 +106,13 @@ describe('the interactive objective, rule by rule', () => {
     };
     answers(10, 50);
     expect(objective.batchCap(t, 40)).toBe(Number.POSITIVE_INFINITY);
-    answers(10, 150);
+    // Half the answers just past the objective (their p90 too, by 5%): a tenth off.
+    answers(10, 105);
     expect(objective.batchCap(t, 40)).toBe(36);
     // Too few answers since the cut: no judgement.
-    answers(5, 150);
+    answers(5, 105);
     expect(objective.batchCap(t, 36)).toBe(36);
-    answers(5, 150);
+    answers(5, 105);
     expect(objective.batchCap(t, 36)).toBe(32);
     answers(10, 95);
     expect(objective.batchCap(t, 32)).toBe(32);
@@ -120,29 +121,34 @@ describe('the interactive objective, rule by rule', () => {
     answers(70, 50);
     expect(objective.batchCap(t, 32)).toBe(32);
     expect(objective.batchCap(t, 32)).toBe(34);
-    expect(objective.measuredP99(t)).toBe(150);
+    expect(objective.measuredP99(t)).toBe(105);
   });
 
-  it('grows only on as many answers as a p99 needs, and never on the slowest of a few dozen', () => {
+  it('cuts by how far past the objective the answers are, and grows only on as many answers as a p99 needs, never on the slowest of a few dozen', () => {
     const objective = new InteractiveObjective({ p99Ms: 100 });
     let t = 0;
+    // Every answer twice the objective: cut by that ratio (to half), not by a tenth.
     for (let i = 0; i < 30; i++) objective.answered((t += 10), 200);
-    expect(objective.batchCap(t, 50)).toBe(45);
+    expect(objective.batchCap(t, 50)).toBe(25);
     // 99 answers all well within the objective: not yet enough to say its p99 has room.
     for (let i = 0; i < 99; i++) objective.answered((t += 10), 10);
-    expect(objective.batchCap(t, 45)).toBe(45);
+    expect(objective.batchCap(t, 25)).toBe(25);
     objective.answered((t += 10), 10);
-    expect(objective.batchCap(t, 45)).toBe(48);
+    expect(objective.batchCap(t, 25)).toBe(27);
     // One in a hundred near the objective (2% of them, say, above the margin): held, not grown.
     for (let i = 0; i < 99; i++) objective.answered((t += 10), 10);
     objective.answered((t += 10), 97);
-    expect(objective.batchCap(t, 48)).toBe(48);
+    expect(objective.batchCap(t, 27)).toBe(27);
+    // A third of the answers since the last change past it by a quarter (their p90 too): cut by
+    // 100/125, more than a tenth.
+    for (let i = 0; i < 60; i++) objective.answered((t += 10), 125);
+    expect(objective.batchCap(t, 27)).toBe(21);
   });
 
   it('lifts the cap once interactive traffic stops', () => {
     const objective = new InteractiveObjective({ p99Ms: 100, leastAnswers: 5, idleMs: 1_000 });
     for (let i = 0; i < 5; i++) objective.answered(i, 500);
-    expect(objective.batchCap(10, 20)).toBe(18);
+    expect(objective.batchCap(10, 20)).toBe(10);
     expect(objective.batchCap(2_000, 18)).toBe(Number.POSITIVE_INFINITY);
   });
 

@@ -29,7 +29,8 @@ export interface InteractiveObjectiveSettings {
  * requests the scheduler may keep in flight across the model's replicas), judged on the
  * interactive answers since the last change only (older ones describe the old concurrency):
  * - more answers above the objective than 1% of them could be by chance: down to `cut` of what
- *   was in flight (not while none is: then the batch is not the cause);
+ *   was in flight, or further where their p90 is past it too (not while none is in flight: then
+ *   the batch is not the cause);
  * - every one of at least `roomAnswers` answers below `margin` of it: up by `growth`, at least one;
  * - in between: held.
  * No cap while the objective holds from the start, and none once interactive traffic stops.
@@ -89,7 +90,7 @@ export class InteractiveObjective {
     if (judged === undefined) return this.cap;
     // With no batch work in flight the batch is not what misses the objective: nothing to cut.
     if (judged === 'missed' && batchInFlight > 0) {
-      this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cut));
+      this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cutFor()));
       this.changed();
     } else if (judged === 'room' && Number.isFinite(this.cap)) {
       this.cap += Math.max(1, Math.ceil(this.cap * this.growth));
@@ -120,6 +121,20 @@ export class InteractiveObjective {
     }
     if (above > 0.01 * n + 2 * Math.sqrt(n * 0.01 * 0.99)) return 'missed';
     return n >= this.roomAnswers && slowest < this.margin * this.settings.p99Ms ? 'room' : 'held';
+  }
+
+  /**
+   * How far a miss cuts: `cut`, or further where even the answers' p90 is past the objective (by
+   * the ratio of the objective to it, down to half). A cut of a tenth at a time needs a judgement
+   * of 30 fresh answers each (seconds at a few requests a second), and from a limit learned with no
+   * objective in view the p99 stayed far past it for the first minute (bench/FINDINGS.md). The
+   * latency of a batching engine grows more slowly than its batch, so cutting the batch by the
+   * latency's ratio cuts less than the batch that made the difference, never more.
+   */
+  private cutFor(): number {
+    const latencies = this.since.length >= this.leastAnswers ? this.since : undefined;
+    const p90 = latencies ? nearestRank(latencies, 0.9) : this.reported.p99Ms;
+    return p90 > this.settings.p99Ms ? Math.max(0.5, Math.min(this.cut, this.settings.p99Ms / p90)) : this.cut;
   }
 
   private judgeReported(): 'missed' | 'room' | 'held' {
