@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { EngineCapacity, type RequestOutcome } from '../src/engine/scheduling/engine-capacity.js';
 import { ThroughputSearch } from '../src/engine/scheduling/throughput-search.js';
 import { DiscreteEvents } from './support/discrete-events.js';
-import { type SimulatedEngine, bareLoopRate, continuousBatchingEngine, dynamicBatchingEngine, fixedLatencyEngine } from './support/engine-models.js';
+import { type SimulatedEngine, bareLoopRate, behindRoundTrip, continuousBatchingEngine, dynamicBatchingEngine, fixedLatencyEngine } from './support/engine-models.js';
 
 // The concurrency limit against engines in simulated time (test/support/engine-models.ts: stand-ins
 // for GPU inference servers, which cannot run here): a client with endless batch work keeps the
@@ -80,6 +80,11 @@ describe('engine capacity: a batch alone fills a batching engine', () => {
   const cases = [
     { name: 'continuous-batching LLM', make: (sim: DiscreteEvents) => continuousBatchingEngine(sim, llm), size: llm.maxSeqs },
     { name: 'embeddings with dynamic batching', make: (sim: DiscreteEvents) => dynamicBatchingEngine(sim, embeddings), size: embeddings.maxBatch },
+    {
+      name: 'embeddings with dynamic batching, 2–4 ms away',
+      make: (sim: DiscreteEvents) => behindRoundTrip(dynamicBatchingEngine(sim, embeddings), sim, { delayMs: 2, jitterMs: 2 }),
+      size: embeddings.maxBatch,
+    },
   ];
   for (const { name, make, size } of cases) {
     for (const ceilingTimes of [1, 4]) {

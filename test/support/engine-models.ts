@@ -154,3 +154,24 @@ export function bareLoopRate(make: (sim: DiscreteEvents) => SimulatedEngine, inF
   sim.runUntil(untilMs);
   return (counted * 1000) / (untilMs - from);
 }
+
+/**
+ * An engine behind a network and a client's event loop: each request reaches it `delayMs` (plus up
+ * to `jitterMs`, seeded) after it is sent, and its answer the client as long after. Between two
+ * steps an engine that batches idles unless more requests wait than its batch takes, so its best
+ * rate needs more in flight than one batch (as the bare loop finds on a real server), and each
+ * window of answers is noisier than on the engine alone.
+ */
+export function behindRoundTrip(engine: SimulatedEngine, sim: DiscreteEvents, options: { delayMs: number; jitterMs: number; seed?: number }): SimulatedEngine {
+  const random = seededRandom(options.seed ?? 11);
+  const hop = () => options.delayMs + random() * options.jitterMs;
+  return {
+    get answered() {
+      return engine.answered;
+    },
+    submit(done: () => void) {
+      sim.after(hop(), () => engine.submit(() => sim.after(hop(), done)));
+    },
+    gauges: () => engine.gauges(),
+  };
+}
