@@ -15,7 +15,9 @@ export function batchingEngineSections(results: Results, format: Format): { summ
     '## 11. Keeping a batching engine full: alone, beside live traffic, and the fixed-latency engine again',
     '',
     when(batching) + ` Median of ${b.rounds} rounds; in every round each side runs back to back on a fresh engine.` +
-      (b.previousBuild ? ` "Previous build": ${b.previousCommit ?? b.previousBuild} (the release before the capacity learned from throughput), run in the same rounds.` : ' No previous build was given (BENCH_PREVIOUS_BUILD).'),
+      (b.previousBuild ? ` "Previous build": ${b.previousCommit ?? b.previousBuild}, run in the same rounds.` : ' No previous build was given (BENCH_PREVIOUS_BUILD).') +
+      (b.aloneDate ? ` The batch-alone figures below were measured on ${b.aloneDate}${b.alonePreviousCommit ? `, beside ${b.alonePreviousCommit}` : ''}, and not run again since.` : '') +
+      (b.liveDate ? ` The figures beside live traffic were measured on ${b.liveDate}${b.livePreviousCommit ? `, beside ${b.livePreviousCommit}` : ''}, and not run again since.` : ''),
     '',
     'Engine: bench/upstream.ts in its continuous-batching mode, a stand-in for a vLLM server (which cannot run here) stepping its batch as vLLM does, calibrated to a published vLLM benchmark (bench/FINDINGS.md, "A continuous-batching upstream"): ' +
       `chat (\`${b.engines.chat.args.join(' ')}\`, 16 tokens an answer; a step costs 13.2 ms plus about 0.1 ms a running sequence, so a full batch of 64 answers about 5× what a batch of 8 does, each answer about 1.4× slower) and ` +

@@ -92,6 +92,12 @@ export interface BatchingEngineResult {
   alone: AloneCase[];
   live?: { derivation: ObjectiveDerivation; cases: LiveCase[]; aloneP99Ms: number };
   seconds: number;
+  /** Where only one part was run again: the date the other part's figures were measured on. */
+  aloneDate?: string;
+  liveDate?: string;
+  /** And the previous build those kept figures were measured beside. */
+  alonePreviousCommit?: string;
+  livePreviousCommit?: string;
 }
 
 /** Item 11, A and B. `previous`: the root of a built checkout of the previous release. */

@@ -115,7 +115,17 @@ try {
     const parts = process.env.BENCH_BATCHING_PARTS?.split(',') as Array<'alone' | 'live' | 'scheduler' | 'batch'> | undefined;
     const wanted = new Set(parts ?? ['alone', 'live', 'scheduler', 'batch']);
     const batchingParts = (['alone', 'live'] as const).filter((part) => wanted.has(part));
-    if (batchingParts.length > 0) log('batching', (results.batching = stamp(await benchBatchingEngine({ rounds, ...(previous ? { previous } : {}), parts: batchingParts }))).data);
+    if (batchingParts.length > 0) {
+      const measured = await benchBatchingEngine({ rounds, ...(previous ? { previous } : {}), parts: batchingParts });
+      // A part not run keeps its stored figures (and says so in RESULTS.md by its own date).
+      const stored = results.batching;
+      const keptPrevious = (commit: string | undefined) => (commit ?? stored?.data.previousCommit) !== undefined ? (commit ?? stored!.data.previousCommit) : undefined;
+      const alonePrevious = keptPrevious(stored?.data.alonePreviousCommit);
+      const livePrevious = keptPrevious(stored?.data.livePreviousCommit);
+      const kept = stored && !batchingParts.includes('alone') ? { sweeps: stored.data.sweeps, alone: stored.data.alone, aloneDate: stored.data.aloneDate ?? stored.date, ...(alonePrevious ? { alonePreviousCommit: alonePrevious } : {}) } : {};
+      const keptLive = stored?.data.live && !batchingParts.includes('live') ? { live: stored.data.live, liveDate: stored.data.liveDate ?? stored.date, ...(livePrevious ? { livePreviousCommit: livePrevious } : {}) } : {};
+      log('batching', (results.batching = stamp({ ...measured, ...kept, ...keptLive })).data);
+    }
     if (previous && wanted.has('scheduler')) log('scheduler-previous', (results.schedulerPrevious = stamp(await benchScheduler('embedded', previous))).data);
     // Item 1 on the previous build, beside this build's (run `batch` in the same run).
     if (previous && wanted.has('batch')) log('batch-previous', (results.batchPrevious = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds, build: previous }))).data);
