@@ -49,20 +49,23 @@ export function batchingEngineSections(results: Results, format: Format): { summ
     const { derivation: d, cases } = b.live;
     lines.push(
       '',
-      `**Beside live traffic.** Interactive chat requests (16 tokens) arrive at random, 8 a second, at /compat/v1 while a 12,000-line batch runs (ceiling 4×, 256), measured over 320 of them once 1,500 lines are done. ` +
+      `**Beside live traffic.** Interactive chat requests (16 tokens) arrive at random, 8 a second, at /compat/v1 while a 12,000-line batch runs (ceiling 4×, 256), measured over 320 of them once 1,500 lines are done` +
+        (cases.some((entry) => entry.warmUpP99Ms !== undefined)
+          ? '; they arrive from the batch\'s start, and their p99 during those first 1,500 lines (the objective finding its cap from an engine the batch had filled) is shown apart. '
+          : ' (in this run interactive traffic began only then: the window held the objective finding its cap from an engine the batch had filled alone). ') +
         `The objective (INTERACTIVE_P99_MS) is ${fixed(d.objectiveMs, 0)} ms: 1.3 × the interactive p99 this build gives with nothing else on the engine (${fixed(d.measuredAloneP99Ms, 0)} ms). ` +
         `What the engine can give the batch at that objective, derived from its model (bench/engine-capacity-derivation.ts, simulated time, the same step costs and max_num_seqs): alone, the model answers interactive requests in ${fixed(d.modelAloneP99Ms, 0)} ms at the p99, so Spool and HTTP add ${fixed(d.overheadMs, 0)} ms; ` +
         `for each batch concurrency n the model gives the interactive p99 and the batch's answers per second, and the largest batch throughput whose p99 plus that overhead meets the objective is ${fixed(d.capacity, 1)} lines/s, at n = ${d.capacityConcurrency} ` +
         `(with no interactive traffic and a full batch: ${fixed(d.fullBatchPerSecond, 1)}/s). Model points (n: p99 ms, batch/s): ${d.points.filter((point) => point.concurrency % 8 === 0 || point.concurrency === d.capacityConcurrency).map((point) => `${point.concurrency}: ${fixed(point.interactiveP99Ms, 0)}, ${fixed(point.batchPerSecond, 0)}`).join('; ')}.`,
       '',
-      '| gauges | build | interactive p99 | within the objective | batch lines/s | of what the engine can give at the objective | batch concurrency chosen | target | |',
-      '|---|---|---|---|---|---|---|---|---|',
+      '| gauges | build | interactive p99 | within the objective | batch lines/s | of what the engine can give at the objective | batch concurrency chosen | warm-up p99 | target | |',
+      '|---|---|---|---|---|---|---|---|---|---|',
     );
     for (const entry of cases) {
       const share = d.capacity > 0 ? entry.batchLinesPerSecond / d.capacity : 0;
       const ok = entry.interactiveP99Ms <= d.objectiveMs && share >= 0.9;
       lines.push(
-        `| ${entry.gauges ? 'read' : 'not read'} | ${entry.build} | ${fixed(entry.interactiveP99Ms, 0)} ms | ${entry.interactiveP99Ms <= d.objectiveMs ? 'yes' : 'no'} | ${fixed(entry.batchLinesPerSecond, 1)} | ${percent(share)} | ${entry.batchConcurrency === undefined ? 'n/a' : fixed(entry.batchConcurrency, 0)} | p99 ≤ ${fixed(d.objectiveMs, 0)} ms, ≥ 90% | ${entry.build === 'this' ? met(ok) : ''} |`,
+        `| ${entry.gauges ? 'read' : 'not read'} | ${entry.build} | ${fixed(entry.interactiveP99Ms, 0)} ms | ${entry.interactiveP99Ms <= d.objectiveMs ? 'yes' : 'no'} | ${fixed(entry.batchLinesPerSecond, 1)} | ${percent(share)} | ${entry.batchConcurrency === undefined ? 'n/a' : fixed(entry.batchConcurrency, 0)} | ${entry.warmUpP99Ms === undefined ? 'n/a' : `${fixed(entry.warmUpP99Ms, 0)} ms`} | p99 ≤ ${fixed(d.objectiveMs, 0)} ms, ≥ 90% | ${entry.build === 'this' ? met(ok) : ''} |`,
       );
     }
     const ours = cases.filter((entry) => entry.build === 'this');

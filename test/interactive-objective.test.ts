@@ -102,7 +102,7 @@ describe('the interactive objective, rule by rule', () => {
     const objective = new InteractiveObjective({ p99Ms: 100, leastAnswers: 10, roomAnswers: 20 });
     let t = 0;
     const answers = (count: number, latencyMs: number) => {
-      for (let i = 0; i < count; i++) objective.answered((t += 10), latencyMs);
+      for (let i = 0; i < count; i++) objective.answered((t += 200), latencyMs);
     };
     answers(10, 50);
     expect(objective.batchCap(t, 40)).toBe(Number.POSITIVE_INFINITY);
@@ -128,20 +128,20 @@ describe('the interactive objective, rule by rule', () => {
     const objective = new InteractiveObjective({ p99Ms: 100 });
     let t = 0;
     // Every answer twice the objective: cut by that ratio (to half), not by a tenth.
-    for (let i = 0; i < 30; i++) objective.answered((t += 10), 200);
+    for (let i = 0; i < 30; i++) objective.answered((t += 200), 200);
     expect(objective.batchCap(t, 50)).toBe(25);
     // 99 answers all well within the objective: not yet enough to say its p99 has room.
-    for (let i = 0; i < 99; i++) objective.answered((t += 10), 10);
+    for (let i = 0; i < 99; i++) objective.answered((t += 200), 10);
     expect(objective.batchCap(t, 25)).toBe(25);
-    objective.answered((t += 10), 10);
+    objective.answered((t += 200), 10);
     expect(objective.batchCap(t, 25)).toBe(27);
     // One in a hundred near the objective (2% of them, say, above the margin): held, not grown.
-    for (let i = 0; i < 99; i++) objective.answered((t += 10), 10);
-    objective.answered((t += 10), 97);
+    for (let i = 0; i < 99; i++) objective.answered((t += 200), 10);
+    objective.answered((t += 200), 97);
     expect(objective.batchCap(t, 27)).toBe(27);
     // A third of the answers since the last change past it by a quarter (their p90 too): cut by
     // 100/125, more than a tenth.
-    for (let i = 0; i < 60; i++) objective.answered((t += 10), 125);
+    for (let i = 0; i < 60; i++) objective.answered((t += 200), 125);
     expect(objective.batchCap(t, 27)).toBe(21);
   });
 

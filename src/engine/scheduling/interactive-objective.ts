@@ -3,7 +3,10 @@ import { nearestRank } from '../../platform/percentile.js';
 export interface InteractiveObjectiveSettings {
   /** The objective: interactive requests answered within this at the 99th percentile, ms. */
   readonly p99Ms: number;
-  /** Answers a judgement needs, all taken since the batch concurrency last changed (fewer: no judgement). */
+  /**
+   * Answers a judgement needs, all of requests sent since the batch concurrency last changed
+   * (fewer: no judgement); a miss also needs two of them past the objective.
+   */
   readonly leastAnswers?: number;
   /** Answers it takes to judge there is room to grow (more than to judge a miss: see judge()). */
   readonly roomAnswers?: number;
@@ -45,6 +48,8 @@ export class InteractiveObjective {
   private recent: Array<{ at: number; latencyMs: number }> = [];
   private cap = Number.POSITIVE_INFINITY;
   private lastAnswerAt = Number.NEGATIVE_INFINITY;
+  /** When the cap last changed: answers to requests sent before it describe the old cap. */
+  private changedAt = Number.NEGATIVE_INFINITY;
   private readonly leastAnswers: number;
   private readonly roomAnswers: number;
   private readonly cut: number;
@@ -55,7 +60,7 @@ export class InteractiveObjective {
 
   constructor(readonly settings: InteractiveObjectiveSettings) {
     if (!(settings.p99Ms > 0 && Number.isFinite(settings.p99Ms))) throw new Error(`an interactive p99 objective must be a positive number of ms, not ${settings.p99Ms}`);
-    this.leastAnswers = settings.leastAnswers ?? 30;
+    this.leastAnswers = settings.leastAnswers ?? 10;
     this.roomAnswers = Math.max(this.leastAnswers, settings.roomAnswers ?? 100);
     this.cut = settings.cut ?? 0.9;
     this.margin = settings.margin ?? 0.95;
@@ -68,7 +73,10 @@ export class InteractiveObjective {
   answered(at: number, latencyMs: number): void {
     if (!(latencyMs >= 0)) return;
     this.lastAnswerAt = Math.max(this.lastAnswerAt, at);
-    this.since.push(latencyMs);
+    // Judged only on requests sent under the cap as it is: one sent before a cut, into an engine
+    // the old cap filled, is no evidence against the new one (judged on those, a fast run of cuts
+    // went on cutting after the engine had emptied).
+    if (at - latencyMs >= this.changedAt) this.since.push(latencyMs);
     if (this.unreported.length < MAX_UNREPORTED) this.unreported.push(latencyMs);
     this.recent.push({ at, latencyMs });
     while (this.recent.length > 0 && this.recent[0]!.at < at - this.reportWindowMs) this.recent.shift();
@@ -81,7 +89,7 @@ export class InteractiveObjective {
   batchCap(at: number, batchInFlight: number): number {
     if (at - this.lastAnswerAt > this.idleMs) {
       this.cap = Number.POSITIVE_INFINITY;
-      this.changed();
+      this.changed(at);
       return this.cap;
     }
     // Its own answers where it has enough, else what other processes reported (the API's, on the
@@ -91,18 +99,19 @@ export class InteractiveObjective {
     // With no batch work in flight the batch is not what misses the objective: nothing to cut.
     if (judged === 'missed' && batchInFlight > 0) {
       this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cutFor()));
-      this.changed();
+      this.changed(at);
     } else if (judged === 'room' && Number.isFinite(this.cap)) {
       this.cap += Math.max(1, Math.ceil(this.cap * this.growth));
-      this.changed();
+      this.changed(at);
     } else if (this.since.length >= 4 * this.roomAnswers) this.since = this.since.slice(-this.roomAnswers);
     else if (this.reported.answers >= 4 * this.roomAnswers) this.reported = { answers: 0, p99Ms: 0 };
     return this.cap;
   }
 
   /**
-   * Missed: more answers above the objective than 1% of them could be by chance (the binomial
-   * count's mean and two standard deviations: 2 of 30, 3 of 100), not merely the slowest of a few
+   * Missed: more answers above the objective than 1% of them could be by chance (two at least,
+   * and more than the binomial count's mean and two standard deviations: 2 of 10 to 30, 3 of 100;
+   * a clear miss is seen in ten answers, a second or so of traffic), not merely the slowest of a few
    * dozen above it, which a p99 exactly at the objective gives a quarter of the time in 30. Room:
    * none of at least `roomAnswers` above `margin` of it. The two tests must balance where the p99
    * is the objective: judged on the slowest of 30 (their p97), room was found while 2–3% of the
@@ -119,7 +128,8 @@ export class InteractiveObjective {
       if (latency > this.settings.p99Ms) above += 1;
       if (latency > slowest) slowest = latency;
     }
-    if (above > 0.01 * n + 2 * Math.sqrt(n * 0.01 * 0.99)) return 'missed';
+    // Two at least: from ten answers on, one alone past the objective is what a p99 at it gives one time in ten.
+    if (above >= 2 && above > 0.01 * n + 2 * Math.sqrt(n * 0.01 * 0.99)) return 'missed';
     return n >= this.roomAnswers && slowest < this.margin * this.settings.p99Ms ? 'room' : 'held';
   }
 
@@ -164,7 +174,8 @@ export class InteractiveObjective {
     return answers.length > 0 ? { p99Ms: nearestRank(answers, 0.99), answers: answers.length } : undefined;
   }
 
-  private changed(): void {
+  private changed(at: number): void {
+    this.changedAt = at;
     this.since = [];
     this.reported = { answers: 0, p99Ms: 0 };
   }
