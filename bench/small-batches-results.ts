@@ -60,11 +60,11 @@ export function smallBatchesSections(results: Results, format: Format): { summar
     const h = results.history.data;
     const row = (name: string, run: HistoryRun | undefined, ours: boolean) =>
       run
-        ? `| ${name} | ${fixed(run.firstTenthLinesPerSecond, 0)} | ${fixed(run.lastTenthLinesPerSecond, 0)} | ${percent(run.ratio)} | ${fixed(run.firstTenthRssMiB, 0)} → ${fixed(run.lastTenthRssMiB, 0)} MiB | ${fixed(run.peakRssMiB, 0)} MiB | ${ours ? met(run.ratio >= 1 - HISTORY_WITHIN) : ''} |`
+        ? `| ${name} | ${fixed(run.firstTenthLinesPerSecond, 0)} | ${fixed(run.lastTenthLinesPerSecond, 0)} | ${percent(run.ratio)} | ${fixed(run.firstTenthRssMiB, 0)} → ${fixed(run.lastTenthRssMiB, 0)} MiB | ${fixed(run.peakRssMiB, 0)} MiB | ${ours ? met(historyMet(run)) : ''} |`
         : `| ${name} | n/a | | | | | |`;
     const total = h.waves * h.batchesPerWave * h.lines;
     summary.push(
-      `| 13. History: ${total.toLocaleString('en')} lines through ${(h.waves * h.batchesPerWave).toLocaleString('en')} batches on one service | first tenth ${fixed(h.thisBuild.firstTenthLinesPerSecond, 0)} lines/s | last tenth ${fixed(h.thisBuild.lastTenthLinesPerSecond, 0)} lines/s | ${percent(h.thisBuild.ratio)} | ≥ ${percent(1 - HISTORY_WITHIN)} | ${met(h.thisBuild.ratio >= 1 - HISTORY_WITHIN)} |`,
+      `| 13. History: ${total.toLocaleString('en')} lines through ${(h.waves * h.batchesPerWave).toLocaleString('en')} batches on one service | first tenth ${fixed(h.thisBuild.firstTenthLinesPerSecond, 0)} lines/s | last tenth ${fixed(h.thisBuild.lastTenthLinesPerSecond, 0)} lines/s | ${percent(h.thisBuild.ratio)}, RSS ${fixed(h.thisBuild.firstTenthRssMiB, 0)} → ${fixed(h.thisBuild.lastTenthRssMiB, 0)} MiB | ≥ ${percent(1 - HISTORY_WITHIN)}, RSS within ${percent(HISTORY_WITHIN)} | ${met(historyMet(h.thisBuild))} |`,
     );
     const curve = (run: HistoryRun) => run.waves.filter((_, index) => index % Math.max(1, Math.round(run.waves.length / 10)) === 0).map((wave) => fixed(wave.linesPerSecond, 0)).join(', ');
     sections.push(
@@ -73,9 +73,10 @@ export function smallBatchesSections(results: Results, format: Format): { summar
         '',
         when(results.history) +
           ` One service on the embedded default against the upstream of item 2, fed ${h.waves} waves of ${h.batchesPerWave} batches × ${h.lines} lines, the same work each wave (as item 12: uploaded first, created at once, timed from the log). ` +
-          'The figure is the median lines/s of the last tenth of the waves against the first tenth; RSS is read after each wave.',
+          'The figure is the median lines/s of the last tenth of the waves against the first tenth; RSS is read after each wave. ' +
+          'The benchmark learns that a wave has ended from the log\'s tail past the wave\'s start (until a change of 2026-11-28 it counted over the whole log every 100 ms, a scan that grew with history and took the cores the service ran on).',
         '',
-        '| build | first tenth, lines/s | last tenth, lines/s | last / first | RSS (first → last tenth) | peak RSS | target: within 10% |',
+        '| build | first tenth, lines/s | last tenth, lines/s | last / first | RSS (first → last tenth) | peak RSS | target: not slower by more than 10%, RSS within 10% |',
         '|---|---|---|---|---|---|---|',
         row('this build', h.thisBuild, true),
         row('previous build', h.previousBuild, false),
@@ -87,4 +88,9 @@ export function smallBatchesSections(results: Results, format: Format): { summar
     );
   }
   return { summary, sections };
+}
+
+/** Not slower by more than HISTORY_WITHIN, and RSS flat: the last tenth's within HISTORY_WITHIN of the first tenth's. */
+function historyMet(run: HistoryRun): boolean {
+  return run.ratio >= 1 - HISTORY_WITHIN && run.lastTenthRssMiB <= (1 + HISTORY_WITHIN) * run.firstTenthRssMiB;
 }
