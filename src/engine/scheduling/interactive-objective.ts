@@ -12,7 +12,12 @@ export interface InteractiveObjectiveSettings {
   readonly roomAnswers?: number;
   /** The batch concurrency goes to this fraction of what was in flight when the objective is missed. */
   readonly cut?: number;
-  /** It grows (by `growth` of itself, at least one) while the p99 stays below this fraction of the objective. */
+  /**
+   * The p99 the control aims at, as a fraction of the objective: a control that balances exactly
+   * at the objective leaves the p99 of a given minute above it about half the time.
+   */
+  readonly aim?: number;
+  /** It grows (by `growth` of itself, at least one) while the p99 stays below this fraction of the aim. */
   readonly margin?: number;
   readonly growth?: number;
   /** No interactive answer for this long: nothing to protect, no cap. */
@@ -30,8 +35,9 @@ export interface InteractiveObjectiveSettings {
  *
  * Additive increase, multiplicative decrease on the batch concurrency (the batch and background
  * requests the scheduler may keep in flight across the model's replicas), judged on the
- * interactive answers since the last change only (older ones describe the old concurrency):
- * - more answers above the objective than 1% of them could be by chance: down to `cut` of what
+ * interactive answers since the last change only (older ones describe the old concurrency), against
+ * an aim a little under the objective (`aim`, 98% of it):
+ * - more answers above the aim than 1% of them could be by chance: down to `cut` of what
  *   was in flight, or further where their p90 is past it too (not while none is in flight: then
  *   the batch is not the cause);
  * - every one of at least `roomAnswers` answers below `margin` of it: up by `growth`, at least one;
@@ -53,6 +59,8 @@ export class InteractiveObjective {
   private readonly leastAnswers: number;
   private readonly roomAnswers: number;
   private readonly cut: number;
+  /** What misses are judged against: `aim` of the objective, ms. */
+  private readonly target: number;
   private readonly margin: number;
   private readonly growth: number;
   private readonly idleMs: number;
@@ -63,6 +71,7 @@ export class InteractiveObjective {
     this.leastAnswers = settings.leastAnswers ?? 10;
     this.roomAnswers = Math.max(this.leastAnswers, settings.roomAnswers ?? 100);
     this.cut = settings.cut ?? 0.9;
+    this.target = (settings.aim ?? 0.98) * settings.p99Ms;
     this.margin = settings.margin ?? 0.95;
     this.growth = settings.growth ?? 0.05;
     this.idleMs = settings.idleMs ?? 60_000;
@@ -125,12 +134,12 @@ export class InteractiveObjective {
     let above = 0;
     let slowest = 0;
     for (const latency of latencies) {
-      if (latency > this.settings.p99Ms) above += 1;
+      if (latency > this.target) above += 1;
       if (latency > slowest) slowest = latency;
     }
     // Two at least: from ten answers on, one alone past the objective is what a p99 at it gives one time in ten.
     if (above >= 2 && above > 0.01 * n + 2 * Math.sqrt(n * 0.01 * 0.99)) return 'missed';
-    return n >= this.roomAnswers && slowest < this.margin * this.settings.p99Ms ? 'room' : 'held';
+    return n >= this.roomAnswers && slowest < this.margin * this.target ? 'room' : 'held';
   }
 
   /**
@@ -144,13 +153,13 @@ export class InteractiveObjective {
   private cutFor(): number {
     const latencies = this.since.length >= this.leastAnswers ? this.since : undefined;
     const p90 = latencies ? nearestRank(latencies, 0.9) : this.reported.p99Ms;
-    return p90 > this.settings.p99Ms ? Math.max(0.5, Math.min(this.cut, this.settings.p99Ms / p90)) : this.cut;
+    return p90 > this.target ? Math.max(0.5, Math.min(this.cut, this.target / p90)) : this.cut;
   }
 
   private judgeReported(): 'missed' | 'room' | 'held' {
     const p99 = this.reported.p99Ms;
-    if (p99 > this.settings.p99Ms) return 'missed';
-    return this.reported.answers >= this.roomAnswers && p99 < this.margin * this.settings.p99Ms ? 'room' : 'held';
+    if (p99 > this.target) return 'missed';
+    return this.reported.answers >= this.roomAnswers && p99 < this.margin * this.target ? 'room' : 'held';
   }
 
   /**
