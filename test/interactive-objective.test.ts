@@ -145,6 +145,15 @@ describe('the interactive objective, rule by rule', () => {
     expect(objective.batchCap(t, 27)).toBe(21);
   });
 
+  it('judges what other processes report only once they have reported 30 answers (a report\'s p99 is nearly its slowest)', () => {
+    const objective = new InteractiveObjective({ p99Ms: 100 });
+    objective.reportedBy(1_000, 150, 10);
+    expect(objective.batchCap(1_000, 40)).toBe(Number.POSITIVE_INFINITY);
+    objective.reportedBy(2_000, 150, 25);
+    // 35 answers, their p99 past the aim (98 ms) by half: cut by the ratio, 98 / 150.
+    expect(objective.batchCap(2_000, 40)).toBe(26);
+  });
+
   it('lifts the cap once interactive traffic stops', () => {
     const objective = new InteractiveObjective({ p99Ms: 100, leastAnswers: 5, idleMs: 1_000 });
     for (let i = 0; i < 5; i++) objective.answered(i, 500);

@@ -103,7 +103,7 @@ export class InteractiveObjective {
     }
     // Its own answers where it has enough, else what other processes reported (the API's, on the
     // Kafka shape): the highest of their reports' p99s, which errs towards the objective.
-    const judged = this.since.length >= this.leastAnswers ? this.judge(this.since) : this.reported.answers >= this.leastAnswers ? this.judgeReported() : undefined;
+    const judged = this.since.length >= this.leastAnswers ? this.judge(this.since) : this.reported.answers >= REPORTED_LEAST_ANSWERS ? this.judgeReported() : undefined;
     if (judged === undefined) return this.cap;
     // With no batch work in flight the batch is not what misses the objective: nothing to cut.
     if (judged === 'missed' && batchInFlight > 0) {
@@ -195,6 +195,12 @@ export class InteractiveObjective {
     return latencies.length > 0 ? nearestRank(latencies, 0.99) : undefined;
   }
 }
+
+/**
+ * Answers other processes must have reported before their p99s are judged: a report's p99 is
+ * nearly the slowest of its answers, so judged on ten of them a miss would be their p90's.
+ */
+const REPORTED_LEAST_ANSWERS = 30;
 
 /** The most answers kept between two reports to other processes (a second's worth at any sane rate). */
 const MAX_UNREPORTED = 10_000;
