@@ -352,7 +352,7 @@ class SqliteRecordedEvent implements RecordedEvent {
     return (this.parsedMetadata ??= JSON.parse(this.row.metadata) as RecordedEvent['metadata']);
   }
 
-  /** Its own properties as a plain object shows them (a test's deep equality, a log line). */
+  /** What JSON (a log line) shows of it: the event's properties, not its row and parse caches. */
   toJSON(): RecordedEvent {
     return { id: this.id, type: this.type, data: this.data, metadata: this.metadata, streamName: this.streamName, revision: this.revision, position: this.position, recordedAt: this.recordedAt };
   }

@@ -74,13 +74,13 @@ export class ImageResolver {
     const urls = new Map<string, Promise<string>>();
     for (const message of copy.messages) {
       if (!Array.isArray(message?.content)) continue;
-      for (const part of message.content as Array<Record<string, unknown>>) {
-        const imageUrl = part?.image_url as { url?: unknown; detail?: unknown } | string | undefined;
-        const url = typeof imageUrl === 'string' ? imageUrl : imageUrl?.url;
-        if (part?.type !== 'image_url' || typeof url !== 'string' || !url.startsWith('s3://')) continue;
+      for (const part of message.content as Array<Record<string, unknown> | null>) {
+        const url = s3ImageUrl(part);
+        if (url === undefined) continue;
         if (!urls.has(url)) urls.set(url, this.fetchLogged(url));
         const dataUrl = await urls.get(url)!;
-        part.image_url = typeof imageUrl === 'object' && imageUrl !== null ? { ...imageUrl, url: dataUrl } : { url: dataUrl };
+        const imageUrl = part!.image_url;
+        part!.image_url = typeof imageUrl === 'object' && imageUrl !== null ? { ...imageUrl, url: dataUrl } : { url: dataUrl };
       }
     }
     return copy as unknown as Record<string, unknown>;
@@ -170,12 +170,15 @@ function namesS3Image(messages: readonly unknown[]): boolean {
   for (const message of messages) {
     const content = (message as { content?: unknown } | null)?.content;
     if (!Array.isArray(content)) continue;
-    for (const part of content as Array<Record<string, unknown> | null>) {
-      if (part?.type !== 'image_url') continue;
-      const imageUrl = part.image_url as { url?: unknown } | string | undefined;
-      const url = typeof imageUrl === 'string' ? imageUrl : imageUrl?.url;
-      if (typeof url === 'string' && url.startsWith('s3://')) return true;
-    }
+    for (const part of content as Array<Record<string, unknown> | null>) if (s3ImageUrl(part) !== undefined) return true;
   }
   return false;
+}
+
+/** The s3:// URL of a message part that is an image_url part naming one (its url as a string or in an object); undefined otherwise. */
+function s3ImageUrl(part: Record<string, unknown> | null | undefined): string | undefined {
+  if (part?.type !== 'image_url') return undefined;
+  const imageUrl = part.image_url as { url?: unknown } | string | undefined;
+  const url = typeof imageUrl === 'string' ? imageUrl : imageUrl?.url;
+  return typeof url === 'string' && url.startsWith('s3://') ? url : undefined;
 }

@@ -103,11 +103,12 @@ export class InteractiveObjective {
     }
     // Its own answers where it has enough, else what other processes reported (the API's, on the
     // Kafka shape): the highest of their reports' p99s, which errs towards the objective.
-    const judged = this.since.length >= this.leastAnswers ? this.judge(this.since) : this.reported.answers >= REPORTED_LEAST_ANSWERS ? this.judgeReported() : undefined;
+    const own = this.since.length >= this.leastAnswers;
+    const judged = own ? this.judge(this.since) : this.reported.answers >= REPORTED_LEAST_ANSWERS ? this.judgeReported() : undefined;
     if (judged === undefined) return this.cap;
     // With no batch work in flight the batch is not what misses the objective: nothing to cut.
     if (judged === 'missed' && batchInFlight > 0) {
-      this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cutFor()));
+      this.cap = Math.max(1, Math.floor(Math.min(this.cap, batchInFlight) * this.cutFor(own ? nearestRank(this.since, 0.9) : this.reported.p99Ms)));
       this.changed(at);
     } else if (judged === 'room' && Number.isFinite(this.cap)) {
       this.cap += Math.max(1, Math.ceil(this.cap * this.growth));
@@ -118,12 +119,12 @@ export class InteractiveObjective {
   }
 
   /**
-   * Missed: more answers above the objective than 1% of them could be by chance (two at least,
+   * Missed: more answers above the aim than 1% of them could be by chance (two at least,
    * and more than the binomial count's mean and two standard deviations: 2 of 10 to 30, 3 of 100;
    * a clear miss is seen in ten answers, a second or so of traffic), not merely the slowest of a few
    * dozen above it, which a p99 exactly at the objective gives a quarter of the time in 30. Room:
    * none of at least `roomAnswers` above `margin` of it. The two tests must balance where the p99
-   * is the objective: judged on the slowest of 30 (their p97), room was found while 2–3% of the
+   * is the aim: judged on the slowest of 30 (their p97), room was found while 2–3% of the
    * answers were late, fewer than a miss needs, and the cap settled where the p99 was 1.3× the
    * objective (bench/FINDINGS.md). In 100 answers none above the margin happens a fifth of the time
    * when 1.5% are above it, and three above the objective, the miss, a tenth of the time when 1%
@@ -137,23 +138,21 @@ export class InteractiveObjective {
       if (latency > this.target) above += 1;
       if (latency > slowest) slowest = latency;
     }
-    // Two at least: from ten answers on, one alone past the objective is what a p99 at it gives one time in ten.
+    // Two at least: from ten answers on, one alone past the aim is what a p99 at it gives one time in ten.
     if (above >= 2 && above > 0.01 * n + 2 * Math.sqrt(n * 0.01 * 0.99)) return 'missed';
     return n >= this.roomAnswers && slowest < this.margin * this.target ? 'room' : 'held';
   }
 
   /**
-   * How far a miss cuts: `cut`, or further where even the answers' p90 is past the objective (by
-   * the ratio of the objective to it, down to half). A cut of a tenth at a time needs a judgement
+   * How far a miss cuts: `cut`, or further where even the judged answers' p90 (`p90Ms`; of other
+   * processes' reports, their p99) is past the aim (by the ratio of the aim to it, down to half). A cut of a tenth at a time needs a judgement
    * of 30 fresh answers each (seconds at a few requests a second), and from a limit learned with no
    * objective in view the p99 stayed far past it for the first minute (bench/FINDINGS.md). The
    * latency of a batching engine grows more slowly than its batch, so cutting the batch by the
    * latency's ratio cuts less than the batch that made the difference, never more.
    */
-  private cutFor(): number {
-    const latencies = this.since.length >= this.leastAnswers ? this.since : undefined;
-    const p90 = latencies ? nearestRank(latencies, 0.9) : this.reported.p99Ms;
-    return p90 > this.target ? Math.max(0.5, Math.min(this.cut, this.target / p90)) : this.cut;
+  private cutFor(p90Ms: number): number {
+    return p90Ms > this.target ? Math.max(0.5, Math.min(this.cut, this.target / p90Ms)) : this.cut;
   }
 
   private judgeReported(): 'missed' | 'room' | 'held' {
