@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
-import { type Validation, isBatchEventType, statusAfter } from '../../src/domain/batch.js';
+import { type BatchEventType, type Validation, isBatchEventType, statusAfter } from '../../src/domain/batch.js';
 import { parseStreamName } from '../../src/domain/stream-names.js';
 import type { StorageSpace } from '../../src/platform/storage-space.js';
 import {
@@ -68,8 +68,12 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
   }
 }
 
-/** What the relay publishes for one page of the log, topic by topic. */
-export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSchemas): Map<string, OutgoingMessage[]> {
+/**
+ * What the relay publishes for one page of the log, topic by topic. `batchEvents`: whether the
+ * public batch-events topic is among them (not on the embedded log, which nobody outside the
+ * process can read: there it only held memory).
+ */
+export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSchemas, { batchEvents = true }: { batchEvents?: boolean } = {}): Map<string, OutgoingMessage[]> {
   const out = new Map<string, OutgoingMessage[]>();
   const add = (topic: string, key: string, value: string, eventId: string, spread?: number) => {
     const list = out.get(topic) ?? [];
@@ -88,19 +92,7 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       const position = positionToString(event.position);
       const base = { position, event_id: event.id };
       const batchId = String(event.data.batch_id);
-      const message: BatchEventMessage = {
-        event_id: event.id,
-        event_type: event.type,
-        schema_version: event.metadata.schemaVersion,
-        batch_id: batchId,
-        status: statusAfter(event.type),
-        stream: event.streamName,
-        revision: Number(event.revision),
-        position,
-        recorded_at: event.recordedAt,
-        data: event.data,
-      };
-      add(BATCH_EVENTS_TOPIC, batchId, schemas.encodeBatchEvent(message), event.id);
+      if (batchEvents) add(BATCH_EVENTS_TOPIC, batchId, schemas.encodeBatchEvent(batchEventMessage(event, event.type, batchId, position)), event.id);
       if (event.type === 'BatchCreated') work(WORK_TOPICS.validator, batchId, { kind: 'validate-batch', batch_id: batchId, ...base });
       if (event.type === 'BatchValidated') {
         for (const chunk of (event.data as unknown as Validation).chunks) {
@@ -125,6 +117,22 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
     work(WORK_TOPICS.checkpoint, model, { kind: 'sync-weights', model, position: positionToString(event.position), event_id: event.id });
   }
   return out;
+}
+
+/** One lifecycle event of a batch as the public batch-events topic carries it. */
+function batchEventMessage(event: RecordedEvent, type: BatchEventType, batchId: string, position: string): BatchEventMessage {
+  return {
+    event_id: event.id,
+    event_type: type,
+    schema_version: event.metadata.schemaVersion,
+    batch_id: batchId,
+    status: statusAfter(type),
+    stream: event.streamName,
+    revision: Number(event.revision),
+    position,
+    recorded_at: event.recordedAt,
+    data: event.data,
+  };
 }
 
 /** Events gathered before one publish; an adapter that delivers one event at a time is batched up to this. */
@@ -164,6 +172,8 @@ export class EventRelay {
       log: Pick<Logger, 'info' | 'warn' | 'error'>;
       /** Told whether the checkpoint's writes find room (relay.sqlite, on Kafka). */
       storage?: Pick<StorageSpace, 'refused' | 'wrote'>;
+      /** Whether to publish the public batch-events topic (default true; see messagesFor). */
+      batchEvents?: boolean;
     },
   ) {}
 
@@ -218,7 +228,7 @@ export class EventRelay {
     // the relay waits and tries again rather than skip anything.
     for (;;) {
       try {
-        for (const [topic, list] of messagesFor(events, this.deps.schemas)) await this.deps.messageLog.publish(topic, list);
+        for (const [topic, list] of messagesFor(events, this.deps.schemas, { batchEvents: this.deps.batchEvents ?? true })) await this.deps.messageLog.publish(topic, list);
         this.deps.checkpoint.save(events[events.length - 1]!.position);
         this.deps.storage?.wrote();
         break;

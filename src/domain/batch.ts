@@ -132,7 +132,7 @@ interface BatchFiles {
   readonly error_file_id: string | null;
 }
 
-type BatchEventType = BatchEvent['type'];
+export type BatchEventType = BatchEvent['type'];
 
 /**
  * What each batch event does to the batch's status and to why it is winding down; null leaves it

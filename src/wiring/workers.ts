@@ -254,6 +254,8 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
         checkpoint: messageLog.kind === 'kafka' ? new SqliteRelayCheckpoint(join(config.dataDir, 'relay.sqlite')) : new MemoryRelayCheckpoint(),
         log: logger.child({ component: 'relay' }),
         storage: adapters.storage,
+        // Downstream consumers read batch-events on Kafka; the embedded log has no reader outside the process.
+        batchEvents: messageLog.kind === 'kafka',
       })
     : undefined;
   if (relay) {
