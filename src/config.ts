@@ -162,9 +162,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     const path = eventStoreRaw.startsWith('file://') ? new URL(eventStoreRaw).pathname : eventStoreRaw.slice('file:'.length);
     if (path === '') problems.push('EVENTSTORE_URL=file:PATH needs a path');
     else eventsFile = isAbsolute(path) ? path : resolve(cwd, path);
+  } else if (eventStoreRaw !== undefined && /^postgres(ql)?:\/\//.test(eventStoreRaw)) {
+    // PostgreSQL: the connection string as libpq and node-postgres read it (sslmode and the rest in its query).
+    try {
+      if (new URL(eventStoreRaw).hostname === '' && !/[?&]host=/.test(eventStoreRaw)) problems.push('EVENTSTORE_URL=postgres://… needs a host');
+      else eventStoreUrl = eventStoreRaw;
+    } catch {
+      problems.push(`EVENTSTORE_URL is not a valid postgres:// connection string`);
+    }
   } else if (eventStoreRaw !== undefined) {
     if (!/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\/\S+$/.test(eventStoreRaw)) {
-      problems.push(`EVENTSTORE_URL must be an esdb:// or kurrentdb:// connection string or file:PATH, got ${JSON.stringify(eventStoreRaw)}`);
+      problems.push(`EVENTSTORE_URL must be a postgres://, esdb:// or kurrentdb:// connection string or file:PATH, got ${JSON.stringify(eventStoreRaw)}`);
     } else {
       eventStoreUrl = eventStoreRaw.replace(/^(kurrentdb|kdb)/, 'esdb');
     }

@@ -68,13 +68,19 @@ describe('configuration', () => {
     expect(config.s3.forcePathStyle).toBe(true);
     let error: unknown;
     try {
-      loadConfig({ PORT: '80a', BLOB_STORE: 'bucket', EVENTSTORE_URL: 'postgres://x', S3_FORCE_PATH_STYLE: 'yes', API_KEY: 'short' });
+      loadConfig({ PORT: '80a', BLOB_STORE: 'bucket', EVENTSTORE_URL: 'mysql://x', S3_FORCE_PATH_STYLE: 'yes', API_KEY: 'short' });
     } catch (caught) {
       error = caught;
     }
     expect(error).toBeInstanceOf(ConfigError);
     const problems = (error as ConfigError).problems.join('\n');
     for (const name of ['PORT', 'BLOB_STORE', 'EVENTSTORE_URL', 'S3_FORCE_PATH_STYLE', 'API_KEY']) expect(problems).toContain(name);
+  });
+
+  it('takes a postgres:// or postgresql:// EVENTSTORE_URL as the PostgreSQL event store, and refuses one without a host', () => {
+    expect(loadConfig({ EVENTSTORE_URL: 'postgres://spool:secret@db:5432/spool?sslmode=require' }).eventStoreUrl).toBe('postgres://spool:secret@db:5432/spool?sslmode=require');
+    expect(loadConfig({ EVENTSTORE_URL: 'postgresql://db/spool' }).eventStoreUrl).toBe('postgresql://db/spool');
+    expect(() => loadConfig({ EVENTSTORE_URL: 'postgres:///spool' })).toThrow(/EVENTSTORE_URL=postgres:\/\/… needs a host/);
   });
 
   it('reads the image settings, and refuses an IMAGE_BUCKETS that names the blob store’s bucket', () => {

@@ -73,7 +73,7 @@ export type EventBatchHandler = (events: readonly RecordedEvent[]) => Promise<vo
 
 export interface EventStore {
   /** Which adapter this is, for /ready and for what only one of them needs (so nothing asks the configuration again). */
-  readonly kind: 'embedded' | 'eventstoredb';
+  readonly kind: 'embedded' | 'eventstoredb' | 'postgres';
   appendToStream(
     streamName: string,
     events: readonly NewEvent[],

@@ -19,11 +19,14 @@ import type { Lifecycle } from './lifecycle.js';
 import { observeStorage } from './metrics-wiring.js';
 import { SpaceWatchedBlobStore, SpaceWatchedEventStore } from './space-watched-stores.js';
 
-// The production adapters load only when configured: their clients (gRPC, the AWS SDK, kafkajs)
+// The production adapters load only when configured: their clients (gRPC, node-postgres, the AWS SDK, kafkajs)
 // would otherwise weigh on every embedded process.
 export async function openEventStore(config: Config): Promise<EventStore> {
   let inner: EventStore;
-  if (config.eventStoreUrl) {
+  if (config.eventStoreUrl && /^postgres(ql)?:\/\//.test(config.eventStoreUrl)) {
+    const { PostgresEventStore } = await import('../event-store/postgres-event-store.js');
+    inner = new PostgresEventStore(config.eventStoreUrl);
+  } else if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('../event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
   } else {
@@ -69,7 +72,7 @@ export async function openAdapters(context: { config: Config; logger: Logger; li
   const appendDuration = context.metrics?.eventStoreAppendDuration;
   const eventStore = new SpaceWatchedEventStore(appendDuration ? new AppendTimedEventStore(opened, (seconds) => appendDuration.observe(seconds)) : opened, storage);
   lifecycle.opened('the event store', () => eventStore.close());
-  if (eventStore.kind === 'eventstoredb' && !context.eventStore) {
+  if (eventStore.kind !== 'embedded' && !context.eventStore) {
     await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });
   }
   const blobStore = new SpaceWatchedBlobStore(await openBlobStore(config), storage);

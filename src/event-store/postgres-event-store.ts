@@ -1,0 +1,430 @@
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import {
+  type AppendResult,
+  type EventBatchHandler,
+  type EventStore,
+  type ExpectedRevision,
+  IdempotencyConflictError,
+  type NewEvent,
+  type Position,
+  type RecordedEvent,
+  type Subscription,
+  WrongExpectedRevisionError,
+} from './event-store.js';
+import { POSTGRES_MIGRATIONS, SCHEMA_LOCK_KEY } from './postgres-schema.js';
+
+const PAGE_SIZE = 1000;
+/** The channel appenders notify at commit and subscriptions listen on. */
+const CHANNEL = 'spool_events';
+/**
+ * Held by every appending transaction until it commits: see `commitGroup` for why the log's order
+ * needs it. A transaction-scoped advisory lock, so a connection that dies releases it.
+ */
+const APPEND_LOCK_KEY = 0x53706f6f6c_02;
+/** Without a notification (the listening connection is away), subscriptions look again this often. */
+const FALLBACK_POLL_MS = 1_000;
+/** A subscription's read that fails on a lost connection is tried again after this, doubling up to 5 s. */
+const READ_RETRY_MS = [100, 5_000] as const;
+
+interface EventRow {
+  position: string;
+  event_id: string;
+  stream_name: string;
+  revision: string;
+  type: string;
+  data: string;
+  metadata: string;
+  recorded_at: string;
+}
+
+interface QueuedAppend {
+  readonly streamName: string;
+  readonly events: readonly NewEvent[];
+  readonly expected: ExpectedRevision;
+  resolve(result: AppendResult): void;
+  reject(error: unknown): void;
+}
+
+// Numbers, JSON and bigints come back as the text PostgreSQL sent: positions and revisions are
+// made bigints here, and an event's data is parsed only when a reader asks for it.
+const RAW_TYPES: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: string) => (oid === 20 || oid === 114 || oid === 3802 ? (value: string) => value : pg.types.getTypeParser(oid, format as never))) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+/**
+ * The event store on PostgreSQL (EVENTSTORE_URL=postgres://…). One table, `spool_events`, whose
+ * `position` is the global order; the schema is made and migrated by Spool itself
+ * (postgres-schema.ts).
+ *
+ * The global order is one that readers cannot skip: every appending transaction takes one
+ * advisory lock and holds it to its commit, and hands out positions above the highest committed
+ * one. Commits are therefore serialised, and a position becomes visible only after every lower
+ * one has: a subscription that has read up to 11 never finds a 10 later (with a plain sequence,
+ * a transaction that drew 10 may commit after another drew and committed 11). What it costs is
+ * one commit at a time over every process, which group commit offsets: the appends a process
+ * asks for while a commit is under way share the next transaction.
+ *
+ * Subscriptions read pages in position order and, once caught up, wait for a notification
+ * (LISTEN/NOTIFY, sent by each commit that wrote) or for an append of this process, with a slow
+ * poll only as the fallback for a listening connection that is away.
+ */
+export class PostgresEventStore implements EventStore {
+  readonly kind = 'postgres';
+  private readonly pool: pg.Pool;
+  private readonly appended = new EventEmitter();
+  private readonly subscriptions = new Set<Subscription>();
+  private queued: QueuedAppend[] = [];
+  private committing: Promise<void> | undefined;
+  private schema: Promise<void> | undefined;
+  private listener: { client: pg.Client; ready: Promise<void> } | undefined;
+  private listenerRetry: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(private readonly connectionString: string) {
+    this.pool = new pg.Pool({ connectionString, types: RAW_TYPES, max: 8 });
+    // An idle connection that the server drops is replaced at the next query; its error is not the caller's.
+    this.pool.on('error', () => undefined);
+    this.appended.setMaxListeners(0);
+  }
+
+  /** Makes or migrates the schema once (several processes may start at once: the migration holds a lock). */
+  private ready(): Promise<void> {
+    this.schema ??= this.migrate().catch((error: unknown) => {
+      this.schema = undefined;
+      throw error;
+    });
+    return this.schema;
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY]);
+      await client.query('CREATE TABLE IF NOT EXISTS spool_schema (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+      const current = Number((await client.query<{ version: number | null }>('SELECT max(version) AS version FROM spool_schema')).rows[0]?.version ?? 0);
+      if (current > POSTGRES_MIGRATIONS.length) {
+        throw new Error(`the event store's schema is at version ${current}, newer than this Spool knows (${POSTGRES_MIGRATIONS.length}): run a Spool as new as the one that migrated it`);
+      }
+      for (let version = current + 1; version <= POSTGRES_MIGRATIONS.length; version++) {
+        await client.query(POSTGRES_MIGRATIONS[version - 1]!);
+        await client.query('INSERT INTO spool_schema (version) VALUES ($1)', [version]);
+      }
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  async appendToStream(streamName: string, events: readonly NewEvent[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+    if (events.length === 0) throw new Error('appendToStream needs at least one event');
+    if (this.closed) throw new Error('the event store is closed');
+    if (new Set(events.map((event) => event.id)).size !== events.length) throw new Error(`stream ${streamName}: an append holds the same event id twice`);
+    await this.ready();
+    const expected = options.expectedRevision ?? 'any';
+    return new Promise((resolve, reject) => {
+      this.queued.push({ streamName, events, expected, resolve, reject });
+      this.scheduleCommit();
+    });
+  }
+
+  /** One group commit at a time; appends queued as one ends start the next. */
+  private scheduleCommit(): void {
+    if (this.committing) return;
+    this.committing = this.commitQueued().finally(() => {
+      this.committing = undefined;
+      if (this.queued.length > 0) this.scheduleCommit();
+    });
+  }
+
+  /**
+   * Group commit: appends asked for while a commit is under way wait for it, then share the next
+   * transaction. Each caller hears of its append only once the commit is durable; one whose
+   * expected revision does not hold fails alone. A transaction that fails as a whole (the
+   * connection lost, the server restarted) fails every append in it with that error: none of it
+   * was committed, unless the commit itself was cut off, and then the caller's retry (the same
+   * event ids) is answered as the first append (idempotent append): never lost, never doubled.
+   */
+  private async commitQueued(): Promise<void> {
+    // Appends of the same turn of the event loop join the first.
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.queued.length > 0) {
+      const group = this.queued;
+      this.queued = [];
+      await this.commitGroup(group);
+    }
+  }
+
+  private async commitGroup(group: readonly QueuedAppend[]): Promise<void> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      for (const append of group) append.reject(error);
+      return;
+    }
+    const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
+    let wrote = false;
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK_KEY]);
+      const head = (await client.query<{ head: string | null }>('SELECT max(position) AS head FROM spool_events')).rows[0]?.head;
+      let next = head === null || head === undefined ? 1n : BigInt(head) + 1n;
+      const recordedAt = Date.now();
+      for (const append of group) {
+        try {
+          const outcome = await this.appendInTransaction(client, append, recordedAt, next);
+          next = outcome.next;
+          wrote ||= outcome.wrote;
+          settled.push({ result: outcome.result });
+        } catch (error) {
+          if (!(error instanceof WrongExpectedRevisionError || error instanceof IdempotencyConflictError)) throw error;
+          settled.push({ error });
+        }
+      }
+      if (wrote) await client.query(`NOTIFY ${CHANNEL}`);
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release(true);
+      for (const append of group) append.reject(error);
+      return;
+    }
+    client.release();
+    if (wrote) this.appended.emit('appended');
+    group.forEach((append, index) => {
+      const outcome = settled[index]!;
+      if ('error' in outcome) append.reject(outcome.error);
+      else append.resolve(outcome.result);
+    });
+  }
+
+  private async appendInTransaction(client: pg.PoolClient, append: QueuedAppend, recordedAt: number, next: bigint): Promise<{ result: AppendResult; wrote: boolean; next: bigint }> {
+    const { streamName, events, expected } = append;
+    const ids = events.map((event) => event.id);
+    // The stream's last revision and any of these events already held, in one round trip.
+    const { rows } = await client.query<{ last: string | null; found: Array<{ event_id: string; stream_name: string; revision: number; position: number }> | null }>(
+      `SELECT (SELECT max(revision) FROM spool_events WHERE stream_name = $1)::text AS last,
+              (SELECT json_agg(json_build_object('event_id', event_id, 'stream_name', stream_name, 'revision', revision, 'position', position))
+                 FROM spool_events WHERE event_id = ANY($2::text[])) AS found`,
+      [streamName, ids],
+    );
+    const found = rows[0]?.found ? (typeof rows[0].found === 'string' ? (JSON.parse(rows[0].found) as NonNullable<(typeof rows)[0]['found']>) : rows[0].found) : [];
+    if (found.length > 0) return { result: replayedAppend(streamName, ids, found), wrote: false, next };
+
+    const last = rows[0]?.last ?? null;
+    const actual = last === null ? 'no_stream' : BigInt(last);
+    const matches =
+      expected === 'any' ||
+      (expected === 'no_stream' && last === null) ||
+      (expected === 'stream_exists' && last !== null) ||
+      (typeof expected === 'bigint' && last !== null && BigInt(last) === expected);
+    if (!matches) throw new WrongExpectedRevisionError(streamName, expected, actual);
+
+    const firstRevision = last === null ? 0n : BigInt(last) + 1n;
+    const positions = events.map((_, index) => String(next + BigInt(index)));
+    await client.query(
+      `INSERT INTO spool_events (position, event_id, stream_name, revision, type, data, metadata, recorded_at)
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::json[], $7::json[], $8::bigint[])`,
+      [
+        positions,
+        ids,
+        events.map(() => streamName),
+        events.map((_, index) => String(firstRevision + BigInt(index))),
+        events.map((event) => event.type),
+        events.map((event) => JSON.stringify(event.data)),
+        events.map((event) => JSON.stringify(event.metadata)),
+        events.map(() => String(recordedAt)),
+      ],
+    );
+    const lastPosition = next + BigInt(events.length - 1);
+    return {
+      result: { nextExpectedRevision: firstRevision + BigInt(events.length - 1), position: toPosition(lastPosition) },
+      wrote: true,
+      next: lastPosition + 1n,
+    };
+  }
+
+  async *readStream(streamName: string, options: { fromRevision?: bigint } = {}): AsyncIterable<RecordedEvent> {
+    await this.ready();
+    let from = options.fromRevision ?? 0n;
+    for (;;) {
+      const { rows } = await this.pool.query<EventRow>(
+        'SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE stream_name = $1 AND revision >= $2 ORDER BY revision LIMIT $3',
+        [streamName, String(from), PAGE_SIZE],
+      );
+      for (const row of rows) yield new PostgresRecordedEvent(row);
+      if (rows.length < PAGE_SIZE) return;
+      from = BigInt(rows[rows.length - 1]!.revision) + 1n;
+    }
+  }
+
+  async readAll(options: { after?: Position; maxCount: number }): Promise<RecordedEvent[]> {
+    await this.ready();
+    const { rows } = await this.pool.query<EventRow>(
+      'SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE position > $1 ORDER BY position LIMIT $2',
+      [String(options.after?.commit ?? 0n), options.maxCount],
+    );
+    return rows.map((row) => new PostgresRecordedEvent(row));
+  }
+
+  async headPosition(): Promise<Position | undefined> {
+    await this.ready();
+    const head = (await this.pool.query<{ head: string | null }>('SELECT max(position) AS head FROM spool_events')).rows[0]?.head ?? null;
+    return head === null ? undefined : toPosition(BigInt(head));
+  }
+
+  subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
+    let stopped = false;
+    let wake: (() => void) | undefined;
+    const waitForAppend = (ms: number) =>
+      new Promise<void>((resolve) => {
+        const finish = () => {
+          clearTimeout(timer);
+          this.appended.off('appended', finish);
+          wake = undefined;
+          resolve();
+        };
+        const timer = setTimeout(finish, ms);
+        this.appended.once('appended', finish);
+        wake = finish;
+      });
+    this.listen();
+
+    const run = async () => {
+      let cursor = options.after;
+      let retryMs: number = READ_RETRY_MS[0];
+      while (!stopped) {
+        let batch: RecordedEvent[];
+        try {
+          batch = await this.readAll({ ...(cursor ? { after: cursor } : {}), maxCount: PAGE_SIZE });
+          retryMs = READ_RETRY_MS[0];
+        } catch (error) {
+          if (stopped || !isConnectionError(error)) throw error;
+          // The server restarted or the network went away: the same page again once it is back.
+          await waitForAppend(retryMs);
+          retryMs = Math.min(READ_RETRY_MS[1], retryMs * 2);
+          continue;
+        }
+        if (batch.length === 0) {
+          await waitForAppend(FALLBACK_POLL_MS);
+          continue;
+        }
+        await handler(batch);
+        cursor = batch[batch.length - 1]!.position;
+      }
+    };
+    const done = run();
+    const subscription: Subscription = {
+      done,
+      stop: async () => {
+        stopped = true;
+        wake?.();
+        this.subscriptions.delete(subscription);
+        await done.catch(() => undefined);
+      },
+    };
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  /** One connection LISTENs for the commits of every process; made again when it is lost. */
+  private listen(): void {
+    if (this.listener || this.closed) return;
+    const client = new pg.Client({ connectionString: this.connectionString });
+    const again = () => {
+      if (this.listener?.client !== client) return;
+      this.listener = undefined;
+      client.end().catch(() => undefined);
+      // Meanwhile subscriptions fall back to polling.
+      if (!this.closed && this.subscriptions.size > 0) this.listenerRetry ??= setTimeout(() => ((this.listenerRetry = undefined), this.listen()), FALLBACK_POLL_MS);
+    };
+    client.on('notification', () => this.appended.emit('appended'));
+    client.on('error', again);
+    client.on('end', again);
+    const ready = client
+      .connect()
+      .then(() => client.query(`LISTEN ${CHANNEL}`))
+      .then(() => {
+        // Whatever was committed while nobody listened is read now.
+        this.appended.emit('appended');
+      })
+      .catch(again);
+    this.listener = { client, ready };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((subscription) => subscription.stop()));
+    // Appends asked for before close are committed, not lost with the pool.
+    while (this.committing) await this.committing;
+    clearTimeout(this.listenerRetry);
+    const listener = this.listener;
+    this.listener = undefined;
+    if (listener) await listener.client.end().catch(() => undefined);
+    await this.pool.end();
+  }
+}
+
+/** The same append sent again (a retry, a redelivered message): answered as the first time. */
+function replayedAppend(streamName: string, ids: readonly string[], found: ReadonlyArray<{ event_id: string; stream_name: string; revision: number; position: number }>): AppendResult {
+  const byId = new Map(found.map((row) => [row.event_id, row]));
+  const rows = ids.map((id) => byId.get(id));
+  const sameAppend = rows.every((row, index) => row !== undefined && row.stream_name === streamName && (index === 0 || row.revision === rows[index - 1]!.revision + 1));
+  if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
+  const last = rows[rows.length - 1]!;
+  return { nextExpectedRevision: BigInt(last.revision), position: toPosition(BigInt(last.position)) };
+}
+
+/** Errors of a connection that was lost or refused, or of a server shutting down: worth trying again. */
+function isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code !== 'string') return error instanceof Error && /Connection terminated|connect|ECONN|timeout/i.test(error.message);
+  return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code.startsWith('ECONN') || code === 'ETIMEDOUT' || code === 'EPIPE';
+}
+
+function toPosition(sequence: bigint): Position {
+  return { commit: sequence, prepare: sequence };
+}
+
+/** An event as read from the table: data and metadata parsed when first asked for (see SqliteRecordedEvent). */
+class PostgresRecordedEvent implements RecordedEvent {
+  private parsedData: Record<string, unknown> | undefined;
+  private parsedMetadata: RecordedEvent['metadata'] | undefined;
+  private madePosition: Position | undefined;
+
+  constructor(private readonly row: EventRow) {}
+
+  get id(): string {
+    return this.row.event_id;
+  }
+  get type(): string {
+    return this.row.type;
+  }
+  get streamName(): string {
+    return this.row.stream_name;
+  }
+  get recordedAt(): number {
+    return Number(this.row.recorded_at);
+  }
+  get revision(): bigint {
+    return BigInt(this.row.revision);
+  }
+  get position(): Position {
+    return (this.madePosition ??= toPosition(BigInt(this.row.position)));
+  }
+  get data(): Record<string, unknown> {
+    return (this.parsedData ??= JSON.parse(this.row.data) as Record<string, unknown>);
+  }
+  get metadata(): RecordedEvent['metadata'] {
+    return (this.parsedMetadata ??= JSON.parse(this.row.metadata) as RecordedEvent['metadata']);
+  }
+
+  toJSON(): RecordedEvent {
+    return { id: this.id, type: this.type, data: this.data, metadata: this.metadata, streamName: this.streamName, revision: this.revision, position: this.position, recordedAt: this.recordedAt };
+  }
+}

