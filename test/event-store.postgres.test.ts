@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RecordedEvent, comparePositions } from '../src/event-store/event-store.js';
@@ -90,4 +91,60 @@ describe('the PostgreSQL log: an order that readers cannot skip', () => {
       await Promise.all(stores.map((store) => store.close()));
     }
   });
+});
+
+describe('the PostgreSQL log across a server restart', () => {
+  let restartServer: PostgresServer;
+  beforeAll(async () => {
+    restartServer = await startPostgres();
+  });
+  afterAll(async () => {
+    await restartServer?.stop();
+  });
+
+  // An append cut off by the restart fails with the connection's error; the caller sends the same
+  // events again (as every command handler and processor here does) and the log holds each once,
+  // whether or not the first attempt's commit had landed. A subscription reading meanwhile picks
+  // up where it was once the server is back.
+  it('ends every append cut off by a restart in a clear error, and its retry leaves each event exactly once', async () => {
+    if (!restartServer.restart) return expect(process.env.POSTGRES_URL, 'a restart needs a server started here').toBeDefined();
+    const store = new PostgresEventStore(restartServer.url);
+    const reader = new PostgresEventStore(restartServer.url);
+    const stream = `restart-${Date.now()}`;
+    const total = 150;
+    const seen: RecordedEvent[] = [];
+    await store.headPosition();
+    const subscription = reader.subscribeToAll({}, (events) => void seen.push(...events.filter((event) => event.streamName === stream)));
+    const errors: string[] = [];
+    const appending = (async () => {
+      for (let index = 0; index < total; index++) {
+        const event = { id: randomUUID(), type: 'Appended', data: { index }, metadata: { schemaVersion: 1 } };
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await store.appendToStream(stream, [event]);
+            break;
+          } catch (error) {
+            errors.push(error instanceof Error ? error.message : String(error));
+            if (attempt > 200) throw error;
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        }
+      }
+    })();
+    while (seen.length < 40) await new Promise((resolve) => setTimeout(resolve, 5));
+    await restartServer.restart();
+    await appending;
+    const deadline = Date.now() + 30_000;
+    while (seen.length < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    await subscription.stop();
+
+    expect(errors.length, 'the restart cut some appends off').toBeGreaterThan(0);
+    for (const message of errors) expect(message).toMatch(/terminat|shutting down|ECONNRESET|ECONNREFUSED|connect|starting up/i);
+    const stored: RecordedEvent[] = [];
+    for await (const event of store.readStream(stream)) stored.push(event);
+    expect(stored.map((event) => (event.data as { index: number }).index)).toEqual(Array.from({ length: total }, (_, index) => index));
+    expect(seen.map((event) => event.id)).toEqual(stored.map((event) => event.id));
+    await store.close();
+    await reader.close();
+  }, 120_000);
 });

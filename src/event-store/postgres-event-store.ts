@@ -97,8 +97,21 @@ export class PostgresEventStore implements EventStore {
     return this.schema;
   }
 
-  private async migrate(): Promise<void> {
+  /** A connection of the pool for a transaction: one lost meanwhile fails the query under way, not the process. */
+  private async connect(): Promise<pg.PoolClient & { done(destroy?: boolean): void }> {
     const client = await this.pool.connect();
+    const ignore = () => undefined;
+    client.on('error', ignore);
+    return Object.assign(client, {
+      done: (destroy = false) => {
+        client.off('error', ignore);
+        client.release(destroy);
+      },
+    });
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.connect();
     try {
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY]);
@@ -116,7 +129,7 @@ export class PostgresEventStore implements EventStore {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     } finally {
-      client.release();
+      client.done();
     }
   }
 
@@ -160,9 +173,9 @@ export class PostgresEventStore implements EventStore {
   }
 
   private async commitGroup(group: readonly QueuedAppend[]): Promise<void> {
-    let client: pg.PoolClient;
+    let client: Awaited<ReturnType<PostgresEventStore['connect']>>;
     try {
-      client = await this.pool.connect();
+      client = await this.connect();
     } catch (error) {
       for (const append of group) append.reject(error);
       return;
@@ -190,11 +203,11 @@ export class PostgresEventStore implements EventStore {
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
-      client.release(true);
+      client.done(true);
       for (const append of group) append.reject(error);
       return;
     }
-    client.release();
+    client.done();
     if (wrote) this.appended.emit('appended');
     group.forEach((append, index) => {
       const outcome = settled[index]!;
