@@ -11,6 +11,8 @@ export interface Config {
   readonly apiKey: string | undefined;
   /** An EventStoreDB/KurrentDB connection string; undefined: the embedded SQLite event store. */
   readonly eventStoreUrl: string | undefined;
+  /** PGPASSWORD: the PostgreSQL event store's password where EVENTSTORE_URL names none (kept out of the URL, from a secret). */
+  readonly eventStorePassword: string | undefined;
   /** The embedded event store's file (DATA_DIR/events.sqlite unless EVENTSTORE_URL is file:PATH). */
   readonly eventsFile: string;
   /** Kafka for the message log; undefined: the embedded in-process message log. */
@@ -292,6 +294,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     dataDir,
     apiKey,
     eventStoreUrl,
+    eventStorePassword: value('PGPASSWORD'),
     eventsFile,
     kafka,
     blobStore,

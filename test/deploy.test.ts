@@ -123,7 +123,9 @@ describe('deploy/ manifests', () => {
       const config = loadConfig(container.env, '/app');
       // Processes of their own need a durable, shared message log and event store.
       expect(config.kafka?.brokers.length, container.where).toBeGreaterThan(0);
-      expect(config.eventStoreUrl, container.where).toMatch(/^esdb:\/\//);
+      // PostgreSQL, the store the tests run on; its password from a secret, not in the URL.
+      expect(config.eventStoreUrl, container.where).toMatch(/^postgres:\/\/spool@postgres:5432\/spool$/);
+      expect(config.eventStorePassword, `${container.where}: PGPASSWORD`).toBeDefined();
       expect(config.blobStore?.bucket, container.where).toBe('spool');
     }
   });
@@ -158,10 +160,10 @@ describe('deploy/ manifests', () => {
   });
 });
 
-// Where each stateful part keeps what must outlive its container: KurrentDB's and Kafka's logs,
+// Where each stateful part keeps what must outlive its container: PostgreSQL's and Kafka's logs,
 // MinIO's objects, the relay's checkpoint, and the checkpoints staged for the inference servers.
 const STATE_PATHS: Record<string, string[]> = {
-  kurrentdb: ['/var/lib/kurrentdb'],
+  postgres: ['/var/lib/postgresql/data'],
   kafka: ['/var/lib/kafka/data'],
   minio: ['/data'],
   'spool-relay': ['/data'],
@@ -169,7 +171,7 @@ const STATE_PATHS: Record<string, string[]> = {
   'inference-engine': ['/data/staging'],
 };
 // Variables whose values are secrets: never written into the manifests.
-const SECRET_VARIABLES = ['API_KEY', 'AWS_SECRET_ACCESS_KEY', 'MINIO_ROOT_PASSWORD'];
+const SECRET_VARIABLES = ['API_KEY', 'AWS_SECRET_ACCESS_KEY', 'MINIO_ROOT_PASSWORD', 'PGPASSWORD', 'POSTGRES_PASSWORD'];
 
 const podSpec = (workload: any) => workload.spec.template.spec;
 const containersOf = (workload: any): any[] => [...(podSpec(workload).initContainers ?? []), ...podSpec(workload).containers];
@@ -276,7 +278,7 @@ describe('deploy/ hardening, Kubernetes', () => {
         }
       }
     }
-    expect([...keys].sort()).toEqual(['api-key', 's3-access-key', 's3-secret-key']);
+    expect([...keys].sort()).toEqual(['api-key', 'postgres-password', 's3-access-key', 's3-secret-key']);
     for (const key of keys) expect(deployReadme, `deploy/README.md sets ${key}`).toContain(`--from-literal=${key}=`);
     for (const container of kubernetes.containers) {
       for (const name of SECRET_VARIABLES.filter((variable) => variable in container.env)) expect(container.env[name], `${container.where}: ${name}`).toBe(SECRET_STAND_IN);

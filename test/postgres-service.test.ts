@@ -14,7 +14,14 @@ describe('the service on the PostgreSQL event store', () => {
   let server: PostgresServer;
   let service: WholeService | undefined;
   const dataDir = tempDir('spool-on-postgres');
-  const env = () => ({ EVENTSTORE_URL: server.url, ENGINE_BASE_URL: engine.url, ENGINE_MODELS: 'tiny-chat', BATCH_CHUNK_LINES: '3' });
+  // The password from PGPASSWORD, as the deploy manifests give it (from a secret), not in the URL.
+  const withoutPassword = () => {
+    const url = new URL(server.url);
+    const password = decodeURIComponent(url.password);
+    url.password = '';
+    return { EVENTSTORE_URL: url.toString(), PGPASSWORD: password };
+  };
+  const env = () => ({ ...withoutPassword(), ENGINE_BASE_URL: engine.url, ENGINE_MODELS: 'tiny-chat', BATCH_CHUNK_LINES: '3' });
 
   beforeAll(async () => {
     await engine.start();
@@ -51,7 +58,7 @@ describe('the service on the PostgreSQL event store', () => {
     await service.close();
     service = undefined;
 
-    const replayed = await runSpool(['replay'], { DATA_DIR: secondDir, EVENTSTORE_URL: server.url, LOG_LEVEL: 'silent' });
+    const replayed = await runSpool(['replay'], { DATA_DIR: secondDir, ...withoutPassword(), LOG_LEVEL: 'silent' });
     expect(replayed.code, replayed.stderr).toBe(0);
     expect(JSON.parse(replayed.stdout)).toMatchObject({ identical: true });
   }, 120_000);

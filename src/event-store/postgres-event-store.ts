@@ -81,8 +81,16 @@ export class PostgresEventStore implements EventStore {
   private listenerRetry: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(private readonly connectionString: string) {
-    this.pool = new pg.Pool({ connectionString, types: RAW_TYPES, max: 8 });
+  private readonly connectionString: string;
+
+  constructor(
+    connectionString: string,
+    /** `password`: used where the connection string names none (PGPASSWORD, from a secret). */
+    options: { password?: string } = {},
+  ) {
+    // Put into the URL the client reads (its own password option gives way to the URL's, even an absent one).
+    this.connectionString = withPassword(connectionString, options.password);
+    this.pool = new pg.Pool({ connectionString: this.connectionString, types: RAW_TYPES, max: 8 });
     // An idle connection that the server drops is replaced at the next query; its error is not the caller's.
     this.pool.on('error', () => undefined);
     this.appended.setMaxListeners(0);
@@ -381,6 +389,15 @@ export class PostgresEventStore implements EventStore {
     if (listener) await listener.client.end().catch(() => undefined);
     await this.pool.end();
   }
+}
+
+/** The connection string with `password` where it names none. */
+function withPassword(connectionString: string, password: string | undefined): string {
+  if (password === undefined) return connectionString;
+  const url = new URL(connectionString);
+  if (url.password || !url.username) return connectionString;
+  url.password = encodeURIComponent(password);
+  return url.toString();
 }
 
 /** The same append sent again (a retry, a redelivered message): answered as the first time. */

@@ -25,7 +25,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
   let inner: EventStore;
   if (config.eventStoreUrl && /^postgres(ql)?:\/\//.test(config.eventStoreUrl)) {
     const { PostgresEventStore } = await import('../event-store/postgres-event-store.js');
-    inner = new PostgresEventStore(config.eventStoreUrl);
+    inner = new PostgresEventStore(config.eventStoreUrl, config.eventStorePassword === undefined ? {} : { password: config.eventStorePassword });
   } else if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('../event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
