@@ -9,6 +9,7 @@ import type { BatchingEngineResult } from './batching-engine.js';
 import type { BuiltinResult } from './builtin-engine.js';
 import type { CheckpointResult } from './checkpoint.js';
 import type { ImagesResult } from './images.js';
+import type { PostgresStoreResult } from './postgres-store.js';
 import type { PrefixResult } from './prefix.js';
 import type { ReplayResult } from './replay.js';
 import type { SchedulerResult } from './scheduler.js';
@@ -47,6 +48,8 @@ export interface Results {
   smallBatches?: Stored<SmallBatchesResult>;
   /** Item 13: a service's speed as it ages. */
   history?: Stored<HistoryResult>;
+  /** Item 14: the PostgreSQL event store against bare SQL. */
+  postgres?: Stored<PostgresStoreResult>;
 }
 
 /** How the sections of RESULTS.md format figures (bench/results-document.ts makes it). */

