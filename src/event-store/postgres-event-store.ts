@@ -13,6 +13,7 @@ import {
   WrongExpectedRevisionError,
 } from './event-store.js';
 import { POSTGRES_MIGRATIONS, SCHEMA_LOCK_KEY } from './postgres-schema.js';
+import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 
 const PAGE_SIZE = 1000;
 /** The channel appenders notify at commit and subscriptions listen on. */
@@ -208,7 +209,7 @@ export class PostgresEventStore implements EventStore {
     group.forEach((append, index) => {
       const outcome = outcomes[index]!;
       try {
-        if ('revision' in outcome) append.resolve({ nextExpectedRevision: BigInt(outcome.revision), position: toPosition(BigInt(outcome.position)) });
+        if ('revision' in outcome) append.resolve({ nextExpectedRevision: BigInt(outcome.revision), position: sequencePosition(BigInt(outcome.position)) });
         else if ('found' in outcome) append.resolve(replayedAppend(append.streamName, append.events.map((event) => event.id), outcome.found));
         else append.reject(new WrongExpectedRevisionError(append.streamName, append.expected, outcome.wrong === 'no_stream' ? 'no_stream' : BigInt(outcome.wrong)));
       } catch (error) {
@@ -225,7 +226,7 @@ export class PostgresEventStore implements EventStore {
         'SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE stream_name = $1 AND revision >= $2 ORDER BY revision LIMIT $3',
         [streamName, String(from), PAGE_SIZE],
       );
-      for (const row of rows) yield new PostgresRecordedEvent(row);
+      for (const row of rows) yield new RowRecordedEvent(row);
       if (rows.length < PAGE_SIZE) return;
       from = BigInt(rows[rows.length - 1]!.revision) + 1n;
     }
@@ -237,13 +238,13 @@ export class PostgresEventStore implements EventStore {
       'SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE position > $1 ORDER BY position LIMIT $2',
       [String(options.after?.commit ?? 0n), options.maxCount],
     );
-    return rows.map((row) => new PostgresRecordedEvent(row));
+    return rows.map((row) => new RowRecordedEvent(row));
   }
 
   async headPosition(): Promise<Position | undefined> {
     await this.ready();
     const head = (await this.pool.query<{ head: string | null }>('SELECT max(position) AS head FROM spool_events')).rows[0]?.head ?? null;
-    return head === null ? undefined : toPosition(BigInt(head));
+    return head === null ? undefined : sequencePosition(BigInt(head));
   }
 
   subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
@@ -354,7 +355,7 @@ function replayedAppend(streamName: string, ids: readonly string[], found: reado
   const sameAppend = rows.every((row, index) => row !== undefined && row.stream_name === streamName && (index === 0 || BigInt(row.revision) === BigInt(rows[index - 1]!.revision) + 1n));
   if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
   const last = rows[rows.length - 1]!;
-  return { nextExpectedRevision: BigInt(last.revision), position: toPosition(BigInt(last.position)) };
+  return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(BigInt(last.position)) };
 }
 
 /** Errors of a connection that was lost or refused, or of a server shutting down: worth trying again. */
@@ -364,44 +365,3 @@ function isConnectionError(error: unknown): boolean {
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code.startsWith('ECONN') || code === 'ETIMEDOUT' || code === 'EPIPE';
 }
 
-function toPosition(sequence: bigint): Position {
-  return { commit: sequence, prepare: sequence };
-}
-
-/** An event as read from the table: data and metadata parsed when first asked for (see SqliteRecordedEvent). */
-class PostgresRecordedEvent implements RecordedEvent {
-  private parsedData: Record<string, unknown> | undefined;
-  private parsedMetadata: RecordedEvent['metadata'] | undefined;
-  private madePosition: Position | undefined;
-
-  constructor(private readonly row: EventRow) {}
-
-  get id(): string {
-    return this.row.event_id;
-  }
-  get type(): string {
-    return this.row.type;
-  }
-  get streamName(): string {
-    return this.row.stream_name;
-  }
-  get recordedAt(): number {
-    return Number(this.row.recorded_at);
-  }
-  get revision(): bigint {
-    return BigInt(this.row.revision);
-  }
-  get position(): Position {
-    return (this.madePosition ??= toPosition(BigInt(this.row.position)));
-  }
-  get data(): Record<string, unknown> {
-    return (this.parsedData ??= JSON.parse(this.row.data) as Record<string, unknown>);
-  }
-  get metadata(): RecordedEvent['metadata'] {
-    return (this.parsedMetadata ??= JSON.parse(this.row.metadata) as RecordedEvent['metadata']);
-  }
-
-  toJSON(): RecordedEvent {
-    return { id: this.id, type: this.type, data: this.data, metadata: this.metadata, streamName: this.streamName, revision: this.revision, position: this.position, recordedAt: this.recordedAt };
-  }
-}

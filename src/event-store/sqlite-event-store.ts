@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { preparePrivateDatabaseFile } from '../platform/private-files.js';
+import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 import {
   type AppendResult,
   type EventBatchHandler,
@@ -199,7 +200,7 @@ export class SqliteEventStore implements EventStore {
       position = Number(info.lastInsertRowid);
       revision += 1;
     }
-    return { result: { nextExpectedRevision: BigInt(revision - 1), position: toPosition(position) }, wrote: true };
+    return { result: { nextExpectedRevision: BigInt(revision - 1), position: sequencePosition(position) }, wrote: true };
   }
 
   /** The same append sent again (a retry, a redelivered message): answer as the first time. */
@@ -211,7 +212,7 @@ export class SqliteEventStore implements EventStore {
       );
     if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
     const last = found[found.length - 1]!;
-    return { nextExpectedRevision: BigInt(last.revision), position: toPosition(last.position) };
+    return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(last.position) };
   }
 
   async *readStream(streamName: string, options: { fromRevision?: bigint } = {}): AsyncIterable<RecordedEvent> {
@@ -255,7 +256,7 @@ export class SqliteEventStore implements EventStore {
 
   async headPosition(): Promise<Position | undefined> {
     const head = this.statements.head.get()?.position ?? null;
-    return head === null ? undefined : toPosition(head);
+    return head === null ? undefined : sequencePosition(head);
   }
 
   subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
@@ -308,56 +309,7 @@ export class SqliteEventStore implements EventStore {
   }
 }
 
-function toPosition(sequence: number): Position {
-  const value = BigInt(sequence);
-  return { commit: value, prepare: value };
-}
-
-/**
- * An event as read from the log. Data and metadata are parsed when first read: several readers
- * (the projector, the relay) go through every event, and most of them look at the data of only
- * some (a line outcome carries a whole response body). A class, not an object of closures: every
- * reader of every line's event made one, and their getters' contexts were a large share of what
- * the main thread allocated per line; revision and position are made when first asked for too.
- */
-class SqliteRecordedEvent implements RecordedEvent {
-  private parsedData: Record<string, unknown> | undefined;
-  private parsedMetadata: RecordedEvent['metadata'] | undefined;
-  private madePosition: Position | undefined;
-
-  constructor(private readonly row: EventRow) {}
-
-  get id(): string {
-    return this.row.event_id;
-  }
-  get type(): string {
-    return this.row.type;
-  }
-  get streamName(): string {
-    return this.row.stream_name;
-  }
-  get recordedAt(): number {
-    return this.row.recorded_at;
-  }
-  get revision(): bigint {
-    return BigInt(this.row.revision);
-  }
-  get position(): Position {
-    return (this.madePosition ??= toPosition(this.row.position));
-  }
-  get data(): Record<string, unknown> {
-    return (this.parsedData ??= JSON.parse(this.row.data) as Record<string, unknown>);
-  }
-  get metadata(): RecordedEvent['metadata'] {
-    return (this.parsedMetadata ??= JSON.parse(this.row.metadata) as RecordedEvent['metadata']);
-  }
-
-  /** What JSON (a log line) shows of it: the event's properties, not its row and parse caches. */
-  toJSON(): RecordedEvent {
-    return { id: this.id, type: this.type, data: this.data, metadata: this.metadata, streamName: this.streamName, revision: this.revision, position: this.position, recordedAt: this.recordedAt };
-  }
-}
 
 function toRecordedEvent(row: EventRow): RecordedEvent {
-  return new SqliteRecordedEvent(row);
+  return new RowRecordedEvent(row);
 }
