@@ -62,4 +62,34 @@ describe('the service on the PostgreSQL event store', () => {
     expect(replayed.code, replayed.stderr).toBe(0);
     expect(JSON.parse(replayed.stdout)).toMatchObject({ identical: true });
   }, 120_000);
+
+  it('answers a write 503 with Retry-After while PostgreSQL is away, and takes it once it is back', async () => {
+    if (!server.halt || !server.resume) return expect(process.env.POSTGRES_URL, 'halting needs a server started here').toBeDefined();
+    service = await startTestService({ dataDir: tempDir('spool-on-postgres-away'), env: env() });
+    const upload = () => {
+      const form = new FormData();
+      form.append('purpose', 'batch');
+      form.append('file', new Blob([`${chatLine('away-0', 'hello')}\n`]), 'input.jsonl');
+      return fetch(`${service!.url}/v1/files`, { method: 'POST', body: form });
+    };
+    expect((await upload()).status).toBe(200);
+    await server.halt();
+    try {
+      const refused = await upload();
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(await refused.json()).toMatchObject({ error: { type: 'server_error', code: 'service_unavailable' } });
+    } finally {
+      await server.resume();
+    }
+    // The pool's connections were cut: the next write finds new ones.
+    let status = 0;
+    for (let attempt = 0; attempt < 50 && status !== 200; attempt++) {
+      status = (await upload()).status;
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(status).toBe(200);
+    await service.close();
+    service = undefined;
+  }, 120_000);
 });

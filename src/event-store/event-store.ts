@@ -117,3 +117,17 @@ export class IdempotencyConflictError extends Error {
     super(`stream ${streamName}: events ${eventIds.join(', ')} were appended before, but not as this same append`);
   }
 }
+
+/**
+ * The event store cannot be reached just now (a lost connection, a server restarting): nothing
+ * says the request was wrong, and the same request may succeed shortly. An append cut off this
+ * way may still have been committed; sent again with the same event ids, it is answered as the
+ * first (idempotent append).
+ */
+export class EventStoreUnavailableError extends Error {
+  override readonly name = 'EventStoreUnavailableError';
+  constructor(detail: string, options?: { cause?: unknown }) {
+    super(`the event store is unreachable: ${detail}`, options);
+  }
+}
+

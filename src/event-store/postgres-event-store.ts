@@ -10,6 +10,7 @@ import {
   type Position,
   type RecordedEvent,
   type Subscription,
+  EventStoreUnavailableError,
   WrongExpectedRevisionError,
 } from './event-store.js';
 import { POSTGRES_MIGRATIONS, SCHEMA_LOCK_KEY } from './postgres-schema.js';
@@ -107,7 +108,7 @@ export class PostgresEventStore implements EventStore {
   private ready(): Promise<void> {
     this.schema ??= this.migrate().catch((error: unknown) => {
       this.schema = undefined;
-      throw error;
+      throw unavailable(error);
     });
     return this.schema;
   }
@@ -202,7 +203,8 @@ export class PostgresEventStore implements EventStore {
       const { rows } = await this.pool.query<{ outcomes: string }>('SELECT spool_append_group($1::json, $2::bigint) AS outcomes', [JSON.stringify(appends), String(Date.now())]);
       outcomes = JSON.parse(rows[0]!.outcomes) as GroupOutcome[];
     } catch (error) {
-      for (const append of group) append.reject(error);
+      const failure = unavailable(error);
+      for (const append of group) append.reject(failure);
       return;
     }
     if (outcomes.some((outcome) => 'revision' in outcome)) this.appended.emit('appended');
@@ -222,10 +224,13 @@ export class PostgresEventStore implements EventStore {
     await this.ready();
     let from = options.fromRevision ?? 0n;
     for (;;) {
-      const { rows } = await this.pool.query<EventRow>(
-        'SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE stream_name = $1 AND revision >= $2 ORDER BY revision LIMIT $3',
-        [streamName, String(from), PAGE_SIZE],
-      );
+      const { rows } = await this.pool
+        .query<EventRow>('SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE stream_name = $1 AND revision >= $2 ORDER BY revision LIMIT $3', [
+          streamName,
+          String(from),
+          PAGE_SIZE,
+        ])
+        .catch((error: unknown) => Promise.reject(unavailable(error)));
       for (const row of rows) yield new RowRecordedEvent(row);
       if (rows.length < PAGE_SIZE) return;
       from = BigInt(rows[rows.length - 1]!.revision) + 1n;
@@ -234,16 +239,18 @@ export class PostgresEventStore implements EventStore {
 
   async readAll(options: { after?: Position; maxCount: number }): Promise<RecordedEvent[]> {
     await this.ready();
-    const { rows } = await this.pool.query<EventRow>(
-      'SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE position > $1 ORDER BY position LIMIT $2',
-      [String(options.after?.commit ?? 0n), options.maxCount],
-    );
+    const { rows } = await this.pool
+      .query<EventRow>('SELECT position, event_id, stream_name, revision, type, data, metadata, recorded_at FROM spool_events WHERE position > $1 ORDER BY position LIMIT $2', [
+        String(options.after?.commit ?? 0n),
+        options.maxCount,
+      ])
+      .catch((error: unknown) => Promise.reject(unavailable(error)));
     return rows.map((row) => new RowRecordedEvent(row));
   }
 
   async headPosition(): Promise<Position | undefined> {
     await this.ready();
-    const head = (await this.pool.query<{ head: string | null }>('SELECT max(position) AS head FROM spool_events')).rows[0]?.head ?? null;
+    const head = (await this.pool.query<{ head: string | null }>('SELECT max(position) AS head FROM spool_events').catch((error: unknown) => Promise.reject(unavailable(error)))).rows[0]?.head ?? null;
     return head === null ? undefined : sequencePosition(BigInt(head));
   }
 
@@ -358,8 +365,15 @@ function replayedAppend(streamName: string, ids: readonly string[], found: reado
   return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(BigInt(last.position)) };
 }
 
+/** A connection's error as EventStoreUnavailableError (the cause kept); any other error as it is. */
+function unavailable(error: unknown): unknown {
+  if (error instanceof EventStoreUnavailableError || !isConnectionError(error)) return error;
+  return new EventStoreUnavailableError(error instanceof Error ? error.message : String(error), { cause: error });
+}
+
 /** Errors of a connection that was lost or refused, or of a server shutting down: worth trying again. */
 function isConnectionError(error: unknown): boolean {
+  if (error instanceof EventStoreUnavailableError) return true;
   const code = (error as { code?: unknown } | undefined)?.code;
   if (typeof code !== 'string') return error instanceof Error && /Connection terminated|connect|ECONN|timeout/i.test(error.message);
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code.startsWith('ECONN') || code === 'ETIMEDOUT' || code === 'EPIPE';

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobNotFoundError } from '../blob-store/blob-store.js';
+import { EventStoreUnavailableError } from '../event-store/event-store.js';
 import { SizeLimitExceededError } from '../blob-store/byte-meter.js';
 import { ApiError, invalidRequest, notFound, tooLarge } from './api-error.js';
 import { nodeHttp } from '../platform/node-http.js';
@@ -65,6 +66,8 @@ export function installErrorHandling(app: FastifyInstance): void {
     // Answering before the body was read (an upload cut off): close the connection rather than
     // read and discard whatever the client still sends.
     if (!request.raw.complete) void reply.header('connection', 'close');
+    // What clients wait before trying a 503 again (the OpenAI clients read it).
+    if (answer.statusCode === 503) void reply.header('retry-after', '1');
     // A full storage is a condition, logged once per episode where the write was refused: not a defect with a stack.
     if (answer.statusCode >= 500 && answer.code !== INSUFFICIENT_STORAGE) request.log.error({ err: error }, 'request failed');
     else request.log.info({ err: { message: error.message, code: error.code } }, 'request refused');
@@ -78,6 +81,9 @@ export function toApiError(error: FastifyError | Error): ApiError {
     return tooLarge(`File is too large: the ${error.limitName} is ${error.limitBytes} bytes`, 'file');
   }
   if (error instanceof BlobNotFoundError) return notFound('No such File object', 'file_id');
+  if (error instanceof EventStoreUnavailableError) {
+    return new ApiError(503, 'The service cannot reach its event store just now; try again shortly', 'server_error', 'service_unavailable');
+  }
   if (isOutOfSpace(error)) {
     return new ApiError(507, 'The service is out of storage space: nothing of this request was kept; try again once space is freed', 'server_error', INSUFFICIENT_STORAGE);
   }

@@ -11,6 +11,9 @@ export interface PostgresServer {
   stop(): Promise<void>;
   /** Stops the server (fast shutdown: connections are cut) and starts it again on the same data; only for a server started here. */
   restart?(): Promise<void>;
+  /** Stops the server, keeping its data, until resume(); only for a server started here. */
+  halt?(): Promise<void>;
+  resume?(): Promise<void>;
 }
 
 async function freePort(): Promise<number> {
@@ -78,5 +81,7 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
       await server.stop();
       await server.start();
     },
+    halt: () => server.stop(),
+    resume: () => server.start(),
   };
 }
