@@ -78,7 +78,7 @@ describe('the service on the PostgreSQL event store', () => {
       const refused = await upload();
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
-      expect(await refused.json()).toMatchObject({ error: { type: 'server_error', code: 'service_unavailable' } });
+      expect(await refused.json()).toMatchObject({ error: { type: 'service_unavailable', code: 'event_store_unavailable' } });
     } finally {
       await server.resume();
     }

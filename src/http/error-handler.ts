@@ -82,7 +82,7 @@ export function toApiError(error: FastifyError | Error): ApiError {
   }
   if (error instanceof BlobNotFoundError) return notFound('No such File object', 'file_id');
   if (error instanceof EventStoreUnavailableError) {
-    return new ApiError(503, 'The service cannot reach its event store just now; try again shortly', 'server_error', 'service_unavailable');
+    return new ApiError(503, 'The service cannot reach its event store just now; try again shortly', 'service_unavailable', 'event_store_unavailable');
   }
   if (isOutOfSpace(error)) {
     return new ApiError(507, 'The service is out of storage space: nothing of this request was kept; try again once space is freed', 'server_error', INSUFFICIENT_STORAGE);
