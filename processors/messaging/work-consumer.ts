@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Projector } from '../../projections/projector.js';
-import { type EventStore, type Position, comparePositions, positionFromString } from '../../src/event-store/event-store.js';
+import { type EventStore, EventStoreUnavailableError, type Position, comparePositions, positionFromString } from '../../src/event-store/event-store.js';
 import type { Consumer, MessageLog } from '../../src/message-log/message-log.js';
 import { MessageSchemaError, type MessageSchemas, type ProcessorKind, WORK_TOPICS } from '../../src/messages/topics.js';
 import type { WorkMessage } from '../../src/messages/work-message.js';
@@ -55,6 +55,9 @@ export class WorkConsumer {
           } else if (isOutOfSpace(error)) {
             // Retried like any failure, until space is freed; the storage episode is the one log line for it.
             this.deps.storage?.refused(error, `${kind} processor`);
+          } else if (error instanceof EventStoreUnavailableError) {
+            // A condition (the store restarting, the network away), not a defect: no stack.
+            log.warn({ reason: error.message, topic: message.topic, partition: message.partition, offset: message.offset }, 'work waits for the event store; it will be tried again');
           } else {
             log.error({ err: error, topic: message.topic, partition: message.partition, offset: message.offset }, 'work failed; it will be tried again');
           }

@@ -68,8 +68,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (!request.raw.complete) void reply.header('connection', 'close');
     // What clients wait before trying a 503 again (the OpenAI clients read it).
     if (answer.statusCode === 503) void reply.header('retry-after', '1');
-    // A full storage is a condition, logged once per episode where the write was refused: not a defect with a stack.
-    if (answer.statusCode >= 500 && answer.code !== INSUFFICIENT_STORAGE) request.log.error({ err: error }, 'request failed');
+    // Only the unexpected (500) is a defect with a stack. The other 5xx are conditions: a full storage
+    // (logged once per episode where the write was refused), not ready yet, the event store away.
+    if (answer.statusCode === 500) request.log.error({ err: error }, 'request failed');
+    else if (answer.statusCode > 500 && answer.code !== INSUFFICIENT_STORAGE) request.log.warn({ reason: error.message, code: answer.code }, 'request refused: the service cannot serve it just now');
     else request.log.info({ err: { message: error.message, code: error.code } }, 'request refused');
     return reply.status(answer.statusCode).send(answer.toBody());
   });
