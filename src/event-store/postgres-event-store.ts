@@ -14,6 +14,7 @@ import {
   WrongExpectedRevisionError,
 } from './event-store.js';
 import { POSTGRES_MIGRATIONS, SCHEMA_LOCK_KEY } from './postgres-schema.js';
+import { pollingSubscription } from './polling-subscription.js';
 import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 
 const PAGE_SIZE = 1000;
@@ -255,55 +256,18 @@ export class PostgresEventStore implements EventStore {
   }
 
   subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
-    let stopped = false;
-    let wake: (() => void) | undefined;
-    const waitForAppend = (ms: number) =>
-      new Promise<void>((resolve) => {
-        const finish = () => {
-          clearTimeout(timer);
-          this.appended.off('appended', finish);
-          wake = undefined;
-          resolve();
-        };
-        const timer = setTimeout(finish, ms);
-        this.appended.once('appended', finish);
-        wake = finish;
-      });
     this.listen();
-
-    const run = async () => {
-      let cursor = options.after;
-      let retryMs: number = READ_RETRY_MS[0];
-      while (!stopped) {
-        let batch: RecordedEvent[];
-        try {
-          batch = await this.readAll({ ...(cursor ? { after: cursor } : {}), maxCount: PAGE_SIZE });
-          retryMs = READ_RETRY_MS[0];
-        } catch (error) {
-          if (stopped || !isConnectionError(error)) throw error;
-          // The server restarted or the network went away: the same page again once it is back.
-          await waitForAppend(retryMs);
-          retryMs = Math.min(READ_RETRY_MS[1], retryMs * 2);
-          continue;
-        }
-        if (batch.length === 0) {
-          await waitForAppend(FALLBACK_POLL_MS);
-          continue;
-        }
-        await handler(batch);
-        cursor = batch[batch.length - 1]!.position;
-      }
-    };
-    const done = run();
-    const subscription: Subscription = {
-      done,
-      stop: async () => {
-        stopped = true;
-        wake?.();
-        this.subscriptions.delete(subscription);
-        await done.catch(() => undefined);
-      },
-    };
+    const subscription: Subscription = pollingSubscription({
+      after: options.after,
+      read: (after) => this.readAll({ ...(after ? { after } : {}), maxCount: PAGE_SIZE }),
+      handler,
+      appended: this.appended,
+      // Notifications wake it; this only while the listening connection is away.
+      idleMs: FALLBACK_POLL_MS,
+      retryable: isConnectionError,
+      retryMs: READ_RETRY_MS,
+      onStop: () => this.subscriptions.delete(subscription),
+    });
     this.subscriptions.add(subscription);
     return subscription;
   }

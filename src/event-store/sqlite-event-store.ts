@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { preparePrivateDatabaseFile } from '../platform/private-files.js';
+import { pollingSubscription } from './polling-subscription.js';
 import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 import {
   type AppendResult,
@@ -260,43 +261,14 @@ export class SqliteEventStore implements EventStore {
   }
 
   subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
-    let stopped = false;
-    let wake: (() => void) | undefined;
-    const waitForAppend = () =>
-      new Promise<void>((resolve) => {
-        const finish = () => {
-          clearTimeout(timer);
-          this.appended.off('appended', finish);
-          wake = undefined;
-          resolve();
-        };
-        const timer = setTimeout(finish, this.pollIntervalMs);
-        this.appended.once('appended', finish);
-        wake = finish;
-      });
-
-    const run = async () => {
-      let cursor = options.after;
-      while (!stopped) {
-        const batch = this.readPage(cursor, PAGE_SIZE);
-        if (batch.length === 0) {
-          await waitForAppend();
-          continue;
-        }
-        await handler(batch);
-        cursor = batch[batch.length - 1]!.position;
-      }
-    };
-    const done = run();
-    const subscription: Subscription = {
-      done,
-      stop: async () => {
-        stopped = true;
-        wake?.();
-        this.subscriptions.delete(subscription);
-        await done.catch(() => undefined);
-      },
-    };
+    const subscription: Subscription = pollingSubscription({
+      after: options.after,
+      read: (after) => this.readPage(after, PAGE_SIZE),
+      handler,
+      appended: this.appended,
+      idleMs: this.pollIntervalMs,
+      onStop: () => this.subscriptions.delete(subscription),
+    });
     this.subscriptions.add(subscription);
     return subscription;
   }
