@@ -359,24 +359,42 @@ async function fairnessScenario(target: Target): Promise<FairnessRun> {
  * SLOTS slots at LATENCY_MS. On Kafka the upstream schedules by the `priority` field as vLLM's
  * priority policy does, so whatever Spool sends there is what decides.
  */
+/** A fresh upstream and Spool for one scenario, stopped after it. */
+async function onTarget<T>(shape: SchedulerResult['shape'], work: string, engineConcurrency: number, scenario: (target: Target) => Promise<T>, broker?: KafkaBroker, build?: string): Promise<T> {
+  const upstream = await startUpstream(LATENCY_MS, SLOTS, shape === 'kafka' ? 'priority' : 'fcfs');
+  try {
+    const target = await startTarget(shape, work, upstream, engineConcurrency, broker, build);
+    try {
+      return await scenario(target);
+    } finally {
+      await target.stop();
+    }
+  } finally {
+    await upstream.stop();
+  }
+}
+
+/**
+ * The interactive scenario (a) alone on the embedded default, `rounds` times at one
+ * ENGINE_CONCURRENCY: for probing the p99 case by case without the whole section.
+ */
+export async function benchInteractiveRounds(engineConcurrency: number, rounds: number, build?: string): Promise<InteractiveRun[]> {
+  const work = mkdtempSync(join(tmpdir(), 'spool-bench-interactive-'));
+  try {
+    const runs: InteractiveRun[] = [];
+    for (let round = 0; round < rounds; round++) runs.push(await onTarget('embedded', work, engineConcurrency, (target) => interactiveScenario(target, engineConcurrency), undefined, build));
+    return runs;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
 export async function benchScheduler(shape: SchedulerResult['shape'], build?: string): Promise<SchedulerResult> {
   const started = Date.now();
   const policy = shape === 'kafka' ? 'priority' : 'fcfs';
   const work = mkdtempSync(join(tmpdir(), `spool-bench-scheduler-${shape}-`));
   const broker = shape === 'kafka' ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
-  const withTarget = async <T>(engineConcurrency: number, scenario: (target: Target) => Promise<T>): Promise<T> => {
-    const upstream = await startUpstream(LATENCY_MS, SLOTS, policy);
-    try {
-      const target = await startTarget(shape, work, upstream, engineConcurrency, broker, build);
-      try {
-        return await scenario(target);
-      } finally {
-        await target.stop();
-      }
-    } finally {
-      await upstream.stop();
-    }
-  };
+  const withTarget = <T>(engineConcurrency: number, scenario: (target: Target) => Promise<T>) => onTarget(shape, work, engineConcurrency, scenario, broker, build);
   try {
     const interactive: InteractiveRun[] = [];
     for (const engineConcurrency of [SLOTS, SLOTS * 4]) interactive.push(await withTarget(engineConcurrency, (target) => interactiveScenario(target, engineConcurrency)));

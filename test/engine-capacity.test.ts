@@ -18,7 +18,7 @@ interface Run {
   capacity: EngineCapacity;
 }
 
-function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling: number; untilMs: number; gauges?: boolean; interactive?: boolean; change?: { atMs: number; apply: () => void } }): Run {
+function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling: number; untilMs: number; gauges?: boolean; interactive?: boolean; reserve?: number; change?: { atMs: number; apply: () => void } }): Run {
   const sim = new DiscreteEvents();
   const engine = make(sim);
   const capacity = new EngineCapacity({ ceiling: options.ceiling });
@@ -33,8 +33,10 @@ function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling:
     highest = Math.max(highest, capacity.limit);
     // Requests sent at one moment all count the whole burst in flight, as the pool counts them
     // (its admissions resume once the scheduler's round is over).
+    // Slots kept free for interactive requests (none of which come here) are the limit's too.
     const limit = capacity.limit;
-    const burst = Math.max(0, limit - inFlight);
+    const reserved = options.reserve ?? 0;
+    const burst = Math.max(0, limit - reserved - inFlight);
     inFlight += burst;
     const sentWith = inFlight;
     for (let i = 0; i < burst; i++) {
@@ -42,7 +44,7 @@ function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling:
       engine.submit(() => {
         inFlight -= 1;
         if (sim.now >= from) counted += 1;
-        capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit });
+        capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit, reserved, interactive: 0 });
         sim.after(0, pump);
       });
     }
@@ -115,6 +117,26 @@ describe('engine capacity: a fixed-latency engine', () => {
       expect(result.meanWaiting).toBeLessThanOrEqual(gauges ? 1.5 : 0.5);
     });
   }
+
+  it('keeps the slots reserved for interactive requests inside the engine, not above its knee', () => {
+    // The batch runs within the limit less 3 kept free: its rate flattens once that fills the
+    // engine's 32 slots, at a limit of 35. Taken as the limit, every interactive request would
+    // queue behind a full engine; the limit is what the engine holds at the knee.
+    const result = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 128, untilMs: 120_000, reserve: 3 });
+    expect(result.limit).toBeLessThanOrEqual(32);
+    expect(result.limit).toBeGreaterThanOrEqual(30);
+    expect(result.meanWaiting).toBeLessThanOrEqual(0.1);
+    // The batch gets what the slots left to it give: 29 of 32.
+    expect(result.rate).toBeGreaterThanOrEqual(0.95 * ((32 - 3) / 32) * 320);
+    // Held below its knee, the cruise still finds an engine that grew: a probe up beats the knee's rate.
+    let engine!: ReturnType<typeof fixedLatencyEngine>;
+    const grown = run((sim) => (engine = fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 })), { ceiling: 128, untilMs: 600_000, reserve: 3, change: { atMs: 60_000, apply: () => (engine.slots = 64) } });
+    expect(grown.limit).toBeGreaterThanOrEqual(58);
+    expect(grown.limit).toBeLessThanOrEqual(64);
+    // At a ceiling the search never passed, there is no knee to correct: the limit stays there.
+    const capped = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 32, untilMs: 60_000, reserve: 3 });
+    expect(capped.limit).toBe(32);
+  });
 
   it('follows the engine when another tenant takes half of it, and when it comes back', () => {
     let engine!: ReturnType<typeof fixedLatencyEngine>;

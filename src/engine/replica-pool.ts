@@ -250,7 +250,7 @@ export class ReplicaPool implements InferenceEngine {
         // A held request's limit is its gate's (the learned limit less the reserve): the limit was in
         // use when that much batch work ran. Judged against the whole limit instead, it grew less
         // and interactive p99 beside a batch went from 1.01× to 1.45× (bench/FINDINGS.md).
-        member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit });
+        member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit, interactive: counts.interactive });
         // Against the uncrowded latency, not the lowest window mean: that lies below what uncrowded
         // requests take by about 2.6 standard errors, which for requests of mixed lengths alone
         // would look like a queue.

@@ -53,9 +53,11 @@ export interface RequestResult {
   readonly reserved?: number;
   /** The limit when it was sent (the limit now when absent). */
   readonly limit?: number;
+  /** Interactive requests in flight on the replica when it was sent (absent: none). */
+  readonly interactive?: number;
 }
 
-const emptyWindow = (startAt: number | undefined, endAt: number): Window => ({ answers: 0, latency: 0, inFlight: 0, usage: 0, startAt, endAt });
+const emptyWindow = (startAt: number | undefined, endAt: number): Window => ({ answers: 0, latency: 0, inFlight: 0, usage: 0, unused: 0, startAt, endAt });
 
 /** Where the limit comes from: the engine's own gauges, or the answers' throughput alone. */
 export type CapacityMode = 'gauges' | 'throughput';
@@ -67,6 +69,8 @@ interface Window {
   inFlight: number;
   /** Sum over its answers of the share of the limit in use when each was sent. */
   usage: number;
+  /** Sum over its answers of the reserved slots no interactive request used when each was sent. */
+  unused: number;
   /** Where it starts: the previous window's end; undefined for the first window after a change (spoiled by it). */
   startAt: number | undefined;
   endAt: number;
@@ -97,6 +101,16 @@ interface Window {
  * probes up. Requests waiting at one reading only may be answers sent again, waiting for the
  * engine's next step: only what waits at two readings in a row counts.
  *
+ * **The knee is what the engine holds.** Batch work runs within the limit less the slots kept
+ * free for interactive requests (InteractiveHeadroom), so the search's rate flattens once that
+ * work alone fills the engine: at the engine's slots plus the reserve, less the interactive
+ * requests then running. Left so, the search takes the reserve back, and every interactive request
+ * queues behind a full engine (a 32-slot engine: a limit of 35, a reserve of 3, 32 batch requests
+ * sent, an interactive p99 at 1.2–1.3× alone). Where the search settles on a knee it found, the
+ * slots its value then held free (taken off the limit before, and reserved but not used by an
+ * interactive request) come off the limit: the limit is what the engine holds at its knee, and the
+ * reserve lies within it. A cruise at a bound found no knee, and changes nothing.
+ *
  * 429, 503 and timeouts halve it at once. Latency is not a signal here; interactive traffic is
  * protected against an operator's objective (InteractiveObjective). The latency floor is still
  * tracked (LatencyFloor) for the hold-ahead and the yield to other processes.
@@ -114,6 +128,10 @@ export class EngineCapacity {
   /** Readings in a row the engine had room. */
   private roomReadings = 0;
   private window: Window = emptyWindow(undefined, 0);
+  /** Slots free at each value the search measured since its last knee, by value (see the class comment). */
+  private unusedAt = new Map<number, number>();
+  /** The slots the search's value held free at its last knee: taken off the limit. */
+  private heldFree = 0;
   /** Answers to requests sent before this are not evidence for the current setting. */
   private changedAt = Number.NEGATIVE_INFINITY;
   private lastUpProbeAt = Number.NEGATIVE_INFINITY;
@@ -143,7 +161,9 @@ export class EngineCapacity {
 
   /** Requests to allow in flight now: an integer from 1 to the ceiling. */
   get limit(): number {
-    const learned = Math.max(1, Math.min(this.ceiling, Math.floor(this.estimate)));
+    // A probe up goes a step past the knee itself, or it could not tell a grown engine from the knee.
+    const heldFree = this.search.phase === 'probe-up' ? 0 : this.heldFree;
+    const learned = Math.max(1, Math.min(this.ceiling, Math.floor(this.estimate - heldFree)));
     return this.held ? Math.min(learned, this.held.below) : learned;
   }
 
@@ -192,6 +212,7 @@ export class EngineCapacity {
     window.latency += Math.max(0, result.latencyMs);
     window.inFlight += result.inFlight;
     window.usage += Math.min(1, (result.inFlight + (result.reserved ?? 0)) / Math.max(1, result.limit ?? this.limit));
+    window.unused += Math.max(0, (result.reserved ?? 0) - (result.interactive ?? 0));
     window.endAt = Math.max(window.endAt, completedAt);
     if (window.answers < this.windowLength()) return;
     this.closeWindow();
@@ -266,7 +287,7 @@ export class EngineCapacity {
     const excess = waiting - lookahead;
     if (full && excess > Math.max(2, 0.1 * peak)) {
       // Another client's load, or a slower engine: what waits beyond the lookahead only queues.
-      this.search.cruiseAt(Math.max(1, Math.floor(Math.min(this.estimate, inUse) - excess)), at);
+      this.search.cruiseAt(Math.max(1, Math.floor(Math.min(this.estimate, inUse + this.heldFree) - excess)), at);
       this.follow(at);
       return;
     }
@@ -305,7 +326,17 @@ export class EngineCapacity {
     // engine's slots; the mean of every answer's time is steady.
     const servedMs = window.latency / (window.inFlight / window.answers);
     const searching = this.search.phase === 'startup' || this.search.phase === 'search';
-    if (!this.search.measured(window.answers, servedMs, at, { mayGrow: !kvFull, mayProbeUp })) return;
+    // Slots free at this value of the search: those taken off its limit, and those reserved for
+    // interactive requests that none used.
+    this.unusedAt.set(this.search.value, this.heldFree + window.unused / window.answers);
+    const knees = this.search.kneesFound;
+    const moved = this.search.measured(window.answers, servedMs, at, { mayGrow: !kvFull, mayProbeUp, belowKnee: this.heldFree > 0 });
+    if (this.search.kneesFound !== knees) {
+      const free = this.unusedAt.get(this.search.value);
+      if (free !== undefined) this.heldFree = Math.round(free);
+      this.unusedAt.clear();
+    }
+    if (!moved && this.search.kneesFound === knees) return;
     // Startup and the search went above the engine's capacity as a probe up does: the next probe
     // up waits as long after they settle (with interactive requests served, 5 minutes), or it
     // lands in the interactive traffic a batch started beside (at 4× a 32-slot engine's slots,

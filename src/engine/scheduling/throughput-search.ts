@@ -58,6 +58,9 @@ export class ThroughputSearch {
   private cruiseValue: number | undefined;
   private cruiseRate: number | undefined;
   private gap: number;
+  private knees = 0;
+  /** The rate where the search last settled on a knee it found (undefined since any other change). */
+  private kneeRate: number | undefined;
   private nextProbeAt = Number.POSITIVE_INFINITY;
   private nextProbe: 'up' | 'down' = 'down';
   /** The value the engine last refused work at, and until when growth stops below it. */
@@ -95,13 +98,20 @@ export class ThroughputSearch {
     return this.state;
   }
 
+  /** How many times the search has settled where the rate flattened (not at a bound, nor back from a probe). */
+  get kneesFound(): number {
+    return this.knees;
+  }
+
   /**
    * A window of `answers` answers to requests sent at the current value, over `ms` milliseconds,
    * ending at `at`. `mayGrow`: false while the engine says it has no room (startup then stops where
    * it is, and no probe goes up); `mayProbeUp`: false while a probe up would cost more than it may
-   * find. Returns true when the value changed.
+   * find; `belowKnee`: the caller keeps the cruise below the knee the search found (slots held free
+   * for other work), so a probe up must beat the knee's rate, not the cruise's, to start a new
+   * episode. Returns true when the value changed.
    */
-  measured(answers: number, ms: number, at: number, { mayGrow = true, mayProbeUp = true }: { mayGrow?: boolean; mayProbeUp?: boolean } = {}): boolean {
+  measured(answers: number, ms: number, at: number, { mayGrow = true, mayProbeUp = true, belowKnee = false }: { mayGrow?: boolean; mayProbeUp?: boolean; belowKnee?: boolean } = {}): boolean {
     if (!(answers > 0 && ms > 0)) return false;
     const entry = this.table.get(this.current) ?? { answers: 0, ms: 0, windows: 0 };
     entry.answers += answers;
@@ -110,7 +120,7 @@ export class ThroughputSearch {
     this.table.set(this.current, entry);
     if (entry.windows < this.windowsPerValue && !(this.state === 'startup' && this.clearRise())) return false;
     const before = this.current;
-    this.decide(at, mayGrow && mayProbeUp, mayGrow);
+    this.decide(at, mayGrow && mayProbeUp, mayGrow, belowKnee);
     return this.current !== before;
   }
 
@@ -124,6 +134,7 @@ export class ThroughputSearch {
     // Until a probe up may go past it: the shortest gap after the next cruise begins.
     this.refusedAt = { value: before, until: Number.POSITIVE_INFINITY };
     this.table = new Map();
+    this.kneeRate = undefined;
     this.state = 'startup';
     this.current = this.clamp(Math.floor(before / 2));
     return this.current !== before;
@@ -157,6 +168,7 @@ export class ThroughputSearch {
    * cruise at `value` from `at`, and probe up again after the shortest gap.
    */
   cruiseAt(value: number, at: number): void {
+    this.kneeRate = undefined;
     this.cruise(this.clamp(value), undefined, at, this.minGap);
     this.nextProbe = 'up';
   }
@@ -177,7 +189,7 @@ export class ThroughputSearch {
     return entry && entry.ms > 0 ? (entry.answers * 1000) / entry.ms : undefined;
   }
 
-  private decide(at: number, mayProbeUp: boolean, mayGrow: boolean): void {
+  private decide(at: number, mayProbeUp: boolean, mayGrow: boolean, belowKnee: boolean): void {
     const rate = this.rateOf(this.current)!;
     switch (this.state) {
       case 'startup': {
@@ -212,10 +224,11 @@ export class ThroughputSearch {
         return this.set(this.clamp(up ? this.current + step : this.current - step));
       }
       case 'probe-up': {
-        const base = this.cruiseRate ?? 0;
+        const base = Math.max(this.cruiseRate ?? 0, belowKnee ? (this.kneeRate ?? 0) : 0);
         if (rate > base * (1 + Math.max(this.flatness, this.rise / 2))) {
           // The engine serves more than it did: a new episode, growing from here.
           this.table = new Map([[this.current, this.table.get(this.current)!]]);
+          this.kneeRate = undefined;
           this.gap = this.minGap;
           this.state = 'startup';
           return this.set(this.clamp(Math.max(this.current + 1, this.current * 2)));
@@ -233,6 +246,7 @@ export class ThroughputSearch {
             [this.current, this.table.get(this.current)!],
             [cruised, { answers: base, ms: 1000, windows: this.windowsPerValue }],
           ]);
+          this.kneeRate = undefined;
           this.gap = this.minGap;
           this.state = 'search';
           const step = Math.max(1, Math.round(this.current * this.probeStep));
@@ -251,7 +265,13 @@ export class ThroughputSearch {
     const values = [...this.table.keys()].sort((a, b) => a - b);
     const upper = values.find((value) => (this.rateOf(value) ?? 0) >= threshold)!;
     const lower = values.filter((value) => value < upper && (this.rateOf(value) ?? 0) < threshold).pop() ?? this.least - 1;
-    if (upper - lower <= Math.max(1, Math.floor(upper * this.resolution))) return this.cruise(upper, this.rateOf(upper), at, this.gap);
+    if (upper - lower <= Math.max(1, Math.floor(upper * this.resolution))) {
+      this.knees += 1;
+      const rate = this.rateOf(upper);
+      this.cruise(upper, rate, at, this.gap);
+      this.kneeRate = rate;
+      return;
+    }
     const middle = Math.floor((lower + upper) / 2) === lower ? lower + 1 : Math.floor((lower + upper) / 2);
     // Where the rate would reach the best if it kept rising as it did up to `lower` (a secant from
     // nothing): the knee itself for an engine of fixed service time, a little below it for one that
@@ -264,6 +284,8 @@ export class ThroughputSearch {
   }
 
   private cruise(value: number, rate: number | undefined, at: number, gap: number): void {
+    // Back from a probe, the knee is where it was; any other cruise is not at a knee found.
+    if (value !== this.cruiseValue) this.kneeRate = undefined;
     this.state = 'cruise';
     this.cruiseValue = value;
     this.cruiseRate = rate;
