@@ -189,6 +189,25 @@ describe('engine capacity: a fixed-latency engine', () => {
   });
 });
 
+describe('throughput search', () => {
+  it('narrows the knee by halves once its secant is contradicted, rather than a step at a time', () => {
+    // A 32-slot engine whose rate at 32 was read low (measured while it filled): the secant from
+    // there points above every value already at the best rate.
+    const rateAt = (value: number) => (value === 32 ? 0.82 : 1) * Math.min(value, 32) * 10;
+    const search = new ThroughputSearch({ least: 1, most: 128, initial: 16 });
+    const visited: number[] = [];
+    for (let at = 0; search.phase !== 'cruise' && at < 100_000; at += 1_000) {
+      if (visited.at(-1) !== search.value) visited.push(search.value);
+      search.measured(rateAt(search.value), 1_000, at);
+    }
+    expect(search.phase).toBe('cruise');
+    expect(search.value).toBeGreaterThanOrEqual(32);
+    expect(search.value).toBeLessThanOrEqual(34);
+    // 16, 32, 64, 128, then at most five values to the knee (a step at a time took eight: 39 … 33).
+    expect(visited.length).toBeLessThanOrEqual(9);
+  });
+});
+
 describe('engine capacity: refusals and gauges', () => {
   it.each<RequestOutcome>(['overloaded', 'timeout'])('halves at once on %s, once per round of requests sent after the last cut', (outcome) => {
     const capacity = new EngineCapacity({ ceiling: 64, initial: 32 });

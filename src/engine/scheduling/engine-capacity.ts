@@ -212,7 +212,8 @@ export class EngineCapacity {
     window.latency += Math.max(0, result.latencyMs);
     window.inFlight += result.inFlight;
     window.usage += Math.min(1, (result.inFlight + (result.reserved ?? 0)) / Math.max(1, result.limit ?? this.limit));
-    window.unused += Math.max(0, (result.reserved ?? 0) - (result.interactive ?? 0));
+    // Batch work is held to the limit less the whole slots of the reserve (slotsForWaitingWork).
+    window.unused += Math.max(0, Math.ceil((result.reserved ?? 0) - 1e-9) - (result.interactive ?? 0));
     window.endAt = Math.max(window.endAt, completedAt);
     if (window.answers < this.windowLength()) return;
     this.closeWindow();

@@ -278,9 +278,12 @@ export class ThroughputSearch {
     // batches (its rate rises more slowly near its full batch). Tried from below, values at nearly
     // the best rate cost the batch little while the knee is found; the middle of a wide interval
     // may sit far below it. Near the end, the middle.
+    // A secant at or next to `upper` is one the measurements already contradict (a lower value was
+    // read low, as one measured while the engine filled): clamped below `upper`, it walked down a
+    // step at a time (40, 39, 38… from above a 32-slot engine, three seconds); the middle instead.
     const rate = this.rateOf(lower);
     const secant = rate && rate > 0 && upper - lower > 4 ? Math.ceil((lower * best) / rate) : middle;
-    this.set(Math.min(upper - 1, Math.max(lower + 1, secant)));
+    this.set(secant < upper - 1 ? Math.max(lower + 1, secant) : middle);
   }
 
   private cruise(value: number, rate: number | undefined, at: number, gap: number): void {
