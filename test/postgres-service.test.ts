@@ -79,9 +79,13 @@ describe('the service on the PostgreSQL event store', () => {
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
       expect(await refused.json()).toMatchObject({ error: { type: 'service_unavailable', code: 'event_store_unavailable' } });
+      // /ready says so before anyone writes: the API still serves its read models, degraded.
+      const away = await readyUntil(service.url, (body) => body.status === 'degraded');
+      expect(away.degraded).toContain('event store unreachable: writes are refused (503) until it answers');
     } finally {
       await server.resume();
     }
+    expect(await readyUntil(service.url, (body) => body.status === 'ready')).toMatchObject({ status: 'ready', degraded: [], event_store: 'postgres' });
     // The pool's connections were cut: the next write finds new ones.
     let status = 0;
     for (let attempt = 0; attempt < 50 && status !== 200; attempt++) {
@@ -93,3 +97,13 @@ describe('the service on the PostgreSQL event store', () => {
     service = undefined;
   }, 120_000);
 });
+
+/** Polls /ready (the event store is probed every 2 s) until its body passes `done`, or 20 s pass. */
+async function readyUntil(url: string, done: (body: { status: string; degraded: string[] }) => boolean): Promise<{ status: string; degraded: string[] }> {
+  let body: { status: string; degraded: string[] } | undefined;
+  for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((resolve) => setTimeout(resolve, 200))) {
+    body = (await (await fetch(`${url}/ready`)).json()) as { status: string; degraded: string[] };
+    if (done(body)) return body;
+  }
+  throw new Error(`/ready never came to the state waited for; last: ${JSON.stringify(body)}`);
+}

@@ -15,6 +15,7 @@ import { makePrivateDirectory } from '../platform/private-files.js';
 import { ExitCode, StartupFailure, oneLine } from '../process/startup-failure.js';
 import { type StartupDeadline, reachBeforeDeadline } from '../process/startup-retry.js';
 import { StorageSpace } from '../platform/storage-space.js';
+import { EventStoreReachability } from '../event-store/event-store-reachability.js';
 import type { Lifecycle } from './lifecycle.js';
 import { observeStorage } from './metrics-wiring.js';
 import { SpaceWatchedBlobStore, SpaceWatchedEventStore } from './space-watched-stores.js';
@@ -56,6 +57,8 @@ export interface Adapters {
   readonly topics: readonly TopicSpec[];
   /** Whether the local storage is full: told of every append and put, and of the read models' writes. */
   readonly storage: StorageSpace;
+  /** Whether a networked event store answers now (for /ready). */
+  readonly eventStoreReachability: EventStoreReachability;
 }
 
 /**
@@ -75,6 +78,9 @@ export async function openAdapters(context: { config: Config; logger: Logger; li
   if (eventStore.kind !== 'embedded' && !context.eventStore) {
     await reachBeforeDeadline(() => eventStore.headPosition(), { dependency: 'event store', variable: 'EVENTSTORE_URL', deadline, logger });
   }
+  const eventStoreReachability = new EventStoreReachability(eventStore);
+  eventStoreReachability.start();
+  lifecycle.opened('the event store probe', () => eventStoreReachability.stop());
   const blobStore = new SpaceWatchedBlobStore(await openBlobStore(config), storage);
   const messageLog = await openMessageLog(config, logger);
   lifecycle.opened('the message log', () => messageLog.close().catch((error: unknown) => logger.warn({ err: error }, 'message log did not close cleanly')));
@@ -82,7 +88,7 @@ export async function openAdapters(context: { config: Config; logger: Logger; li
   if (messageLog.kind === 'kafka') {
     await reachBeforeDeadline(() => messageLog.ensureTopics(topics), { dependency: 'Kafka cluster', variable: `KAFKA_BROKERS (${config.kafka?.brokers.join(',')})`, deadline, logger });
   }
-  return { eventStore, blobStore, messageLog, topics, storage };
+  return { eventStore, blobStore, messageLog, topics, storage, eventStoreReachability };
 }
 
 /** Where this process writes on local file systems: DATA_DIR, and a file: event store or blob store elsewhere. */

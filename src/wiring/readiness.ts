@@ -11,7 +11,9 @@ import type { Workers } from './workers.js';
  * The /ready report of a process. Not ready: this process cannot do its job. Degraded: it serves,
  * but some of the work it accepts waits (a process with the API still takes files and batches while
  * the relay or the processors are away, or while a model has no healthy replica), or some is
- * refused (while the storage is full). Each change of the report is logged once, with its internal
+ * refused (while the storage is full, or a networked event store does not answer: reads are served
+ * from the read models, writes answer 503). A process without the API is not ready while its event
+ * store or message log is away. Each change of the report is logged once, with its internal
  * causes.
  */
 export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Logger; adapters: Adapters; parts: ProcessParts; workers: Workers; storage: StorageSpace }): () => ReadinessReport {
@@ -35,15 +37,18 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Log
     };
     const notReady: string[] = [];
     const degraded: string[] = [];
-    const messaging = roles.has('api') ? degraded : notReady;
+    const dependencyAway = roles.has('api') ? degraded : notReady;
     if (projections?.failed) notReady.push('projections failed');
     else if (projections && !projections.caughtUp) notReady.push('projections are catching up');
-    if (!workers.messagingStarted && (relay || consumers.length > 0)) messaging.push('joining the message log');
-    if (relay?.failure) messaging.push('relay: publishing to the message log is failing');
+    // A process with the API still serves what its read models hold; its writes answer 503 meanwhile.
+    const eventStoreAway = !adapters.eventStoreReachability.reachable;
+    if (eventStoreAway) dependencyAway.push('event store unreachable: writes are refused (503) until it answers');
+    if (!workers.messagingStarted && (relay || consumers.length > 0)) dependencyAway.push('joining the message log');
+    if (relay?.failure) dependencyAway.push('relay: publishing to the message log is failing');
     for (const model of fleet?.modelsWithoutHealthyReplica() ?? []) degraded.push(`model ${model}: no healthy replica`);
     // Nothing is lost meanwhile: what is refused was not taken, and the processors retry their work.
     if (storage.full) degraded.push('storage full: writes are refused until space is freed');
-    const internal = [projections?.failed && `projections: ${projections.failed}`, relay?.failure && `relay: ${relay.failure}`].filter(Boolean);
+    const internal = [projections?.failed && `projections: ${projections.failed}`, relay?.failure && `relay: ${relay.failure}`, eventStoreAway && `event store: ${adapters.eventStoreReachability.cause}`].filter(Boolean);
     const report = JSON.stringify({ notReady, degraded, internal });
     if (report !== lastReported && (notReady.length > 0 || degraded.length > 0 || lastReported !== '')) {
       lastReported = report;
