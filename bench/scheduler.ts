@@ -57,6 +57,15 @@ export interface InteractiveRun {
   batchShare: number;
   /** False if the batch ended before the interactive window did (the figures would flatter). */
   batchRanThroughout: boolean;
+  /** Read from /metrics every half second through the window (absent in runs stored before): the replica's learned limit, and the batch concurrency the scheduler allowed. */
+  learnedLimit?: Spread;
+  batchConcurrency?: Spread;
+}
+
+export interface Spread {
+  min: number;
+  median: number;
+  max: number;
 }
 
 export interface DeadlineBatch {
@@ -156,6 +165,33 @@ async function interactiveLoad(url: string, rate: number, count: number): Promis
   } finally {
     agent.destroy();
   }
+}
+
+/** Reads each named gauge of the benchmark's model from /metrics every 500 ms until stopped; their spreads (undefined: never seen). */
+function watchMetrics(url: string, names: readonly string[]): { stop(): Promise<Array<Spread | undefined>> } {
+  const seen = names.map(() => [] as number[]);
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${BENCH_API_KEY}` } })).text();
+        names.forEach((name, index) => {
+          const value = new RegExp(`^${name}\\{[^}]*model="${BENCH_MODEL}"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1];
+          if (value !== undefined && Number.isFinite(Number(value))) seen[index]!.push(Number(value));
+        });
+      } catch {
+        // A scrape that failed is a sample missed, not a failed run.
+      }
+      await sleep(500);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return seen.map((values) => (values.length === 0 ? undefined : { min: Math.min(...values), median: percentile(values, 0.5), max: Math.max(...values) }));
+    },
+  };
 }
 
 /** The embedded default or the Kafka shape, with its event log file for per-line times. */
@@ -259,8 +295,10 @@ async function interactiveScenario(target: Target, engineConcurrency: number): P
   // start, which takes a few seconds (bench/FINDINGS.md shows what interactive requests see then).
   await batches.waitUntil(id, (batch) => (batch.request_counts?.completed ?? 0) >= SLOTS * 50 || ended(batch), 120_000);
   const windowStart = Date.now();
+  const gauges = watchMetrics(target.url, ['spool_engine_concurrency_limit', 'spool_batch_concurrency']);
   const underBatch = await interactiveLoad(target.url, INTERACTIVE_RATE, INTERACTIVE_REQUESTS);
   const windowEnd = Date.now();
+  const [learnedLimit, batchConcurrency] = await gauges.stop();
   const stillRunning = (await batches.retrieve(id)).status === 'in_progress';
   await batches.cancel(id);
   const inWindow = lineTimes(target.eventsFile, id).completed.filter((at) => at >= windowStart && at <= windowEnd).length;
@@ -277,6 +315,8 @@ async function interactiveScenario(target: Target, engineConcurrency: number): P
     idleCapacity,
     batchShare: batchLinesPerSecond / idleCapacity,
     batchRanThroughout: stillRunning,
+    ...(learnedLimit ? { learnedLimit } : {}),
+    ...(batchConcurrency ? { batchConcurrency } : {}),
   };
   say(`interactive, ENGINE_CONCURRENCY=${engineConcurrency}: ${JSON.stringify(run)}`);
   return run;
