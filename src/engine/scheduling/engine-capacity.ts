@@ -161,10 +161,13 @@ export class EngineCapacity {
 
   /** Requests to allow in flight now: an integer from 1 to the ceiling. */
   get limit(): number {
-    // A probe up goes a step past the knee itself, or it could not tell a grown engine from the knee.
-    const heldFree = this.search.phase === 'probe-up' ? 0 : this.heldFree;
-    const learned = Math.max(1, Math.min(this.ceiling, Math.floor(this.estimate - heldFree)));
+    const learned = Math.max(1, Math.min(this.ceiling, Math.floor(this.estimate - this.heldFreeNow())));
     return this.held ? Math.min(learned, this.held.below) : learned;
+  }
+
+  /** The slots held free that come off the limit now: none while a probe up goes a step past the knee itself, or it could not tell a grown engine from the knee. */
+  private heldFreeNow(): number {
+    return this.search.phase === 'probe-up' ? 0 : this.heldFree;
   }
 
   /** Whether fresh engine gauges guard the limit now, or throughput alone sets it. */
@@ -329,7 +332,7 @@ export class EngineCapacity {
     const searching = this.search.phase === 'startup' || this.search.phase === 'search';
     // Slots free at this value of the search: those taken off its limit, and those reserved for
     // interactive requests that none used.
-    this.unusedAt.set(this.search.value, this.heldFree + window.unused / window.answers);
+    this.unusedAt.set(this.search.value, this.heldFreeNow() + window.unused / window.answers);
     const knees = this.search.kneesFound;
     const moved = this.search.measured(window.answers, servedMs, at, { mayGrow: !kvFull, mayProbeUp, belowKnee: this.heldFree > 0 });
     if (this.search.kneesFound !== knees) {
