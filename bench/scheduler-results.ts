@@ -1,9 +1,11 @@
 // The fleet scheduler's section of RESULTS.md: the figures from before it was wired beside the
 // latest run's, scenario by scenario.
 import type { ResultsFormat, Stored } from './results-store.js';
-import { SCHEDULER_SIZES, type SchedulerResult } from './scheduler.js';
+import { SCHEDULER_SIZES, type SchedulerResult, type Spread } from './scheduler.js';
 
 type Format = ResultsFormat;
+
+const spread = (value: Spread | undefined) => (value ? `${value.median} (${value.min}–${value.max})` : 'not recorded');
 
 const TARGETS = { p99Ratio: 1.25, batchShare: 0.9, tightRatio: 2, jain: 0.95, alone: 0.95 };
 
@@ -40,11 +42,11 @@ export function schedulerSections(
   );
 
   const header = (columns: string[]) => [`| ${columns.join(' | ')} |`, `|${columns.map(() => '---').join('|')}|`];
-  lines.push(...header(['run', 'ENGINE_CONCURRENCY', 'interactive alone p50 / p99', 'beside the batch p50 / p99', 'p99 ratio (target ≤ 1.25)', 'batch lines/s meanwhile', 'of the capacity left idle (target ≥ 90%)']));
+  lines.push(...header(['run', 'ENGINE_CONCURRENCY', 'interactive alone p50 / p99', 'beside the batch p50 / p99', 'p99 ratio (target ≤ 1.25)', 'batch lines/s meanwhile', 'of the capacity left idle (target ≥ 90%)', 'learned limit / batch concurrency (median, min–max)']));
   for (const run of runs) {
     for (const row of run.stored.data.interactive) {
       lines.push(
-        `| ${run.label} | ${row.engineConcurrency} | ${ms(row.alone.p50)} / ${ms(row.alone.p99)} | ${ms(row.underBatch.p50)} / ${ms(row.underBatch.p99)} | ${fixed(row.p99Ratio, 2)}× ${met(row.p99Ratio <= TARGETS.p99Ratio)} | ${fixed(row.batchLinesPerSecond, 0)}${row.batchRanThroughout ? '' : ' (the batch ended inside the window)'} | ${percent(row.batchShare)} of ${fixed(row.idleCapacity, 0)} ${met(row.batchShare >= TARGETS.batchShare)} |`,
+        `| ${run.label} | ${row.engineConcurrency} | ${ms(row.alone.p50)} / ${ms(row.alone.p99)} | ${ms(row.underBatch.p50)} / ${ms(row.underBatch.p99)} | ${fixed(row.p99Ratio, 2)}× ${met(row.p99Ratio <= TARGETS.p99Ratio)} | ${fixed(row.batchLinesPerSecond, 0)}${row.batchRanThroughout ? '' : ' (the batch ended inside the window)'} | ${percent(row.batchShare)} of ${fixed(row.idleCapacity, 0)} ${met(row.batchShare >= TARGETS.batchShare)} | ${spread(row.learnedLimit)} / ${spread(row.batchConcurrency)} |`,
       );
     }
   }

@@ -168,9 +168,9 @@ async function interactiveLoad(url: string, rate: number, count: number): Promis
 }
 
 /** Reads each named gauge of the benchmark's model from /metrics every 500 ms until stopped; their spreads (undefined: never seen). */
-function watchMetrics(url: string, names: readonly string[]): { stop(): Promise<Array<Spread | undefined>> } {
+function watchMetrics(url: string | undefined, names: readonly string[]): { stop(): Promise<Array<Spread | undefined>> } {
   const seen = names.map(() => [] as number[]);
-  let running = true;
+  let running = url !== undefined;
   const loop = (async () => {
     while (running) {
       try {
@@ -197,6 +197,8 @@ function watchMetrics(url: string, names: readonly string[]): { stop(): Promise<
 /** The embedded default or the Kafka shape, with its event log file for per-line times. */
 interface Target {
   url: string;
+  /** Whether this URL's /metrics shows the batch's engine limit (the Kafka shape's API serves only interactive requests). */
+  batchMetrics: boolean;
   eventsFile: string;
   stop(): Promise<void>;
 }
@@ -211,10 +213,10 @@ async function startTarget(shape: SchedulerResult['shape'], work: string, upstre
     writeFileSync(fleetFile, JSON.stringify({ models: { [BENCH_MODEL]: { replicas: [{ kind: 'vllm', base_url: `${upstream.url}/v1`, priority_hints: true }] } } }));
     const { ENGINE_BASE_URL: _engine, ENGINE_MODELS: _models, ...rest } = env;
     const deployment = await startKafkaDeployment(dataDir, { ...rest, FLEET_FILE: fleetFile }, engineConcurrency, broker!);
-    return { url: deployment.url, eventsFile: join(dataDir, 'events.sqlite'), stop: () => deployment.stop() };
+    return { url: deployment.url, batchMetrics: false, eventsFile: join(dataDir, 'events.sqlite'), stop: () => deployment.stop() };
   }
   const service = await startSpool(dataDir, env, build);
-  return { url: service.url, eventsFile: join(dataDir, 'events.sqlite'), stop: () => stop(service.child) };
+  return { url: service.url, batchMetrics: true, eventsFile: join(dataDir, 'events.sqlite'), stop: () => stop(service.child) };
 }
 
 /** Per batch: its creation time and each completed line's time, from the log (ms). */
@@ -295,7 +297,7 @@ async function interactiveScenario(target: Target, engineConcurrency: number): P
   // start, which takes a few seconds (bench/FINDINGS.md shows what interactive requests see then).
   await batches.waitUntil(id, (batch) => (batch.request_counts?.completed ?? 0) >= SLOTS * 50 || ended(batch), 120_000);
   const windowStart = Date.now();
-  const gauges = watchMetrics(target.url, ['spool_engine_concurrency_limit', 'spool_batch_concurrency']);
+  const gauges = watchMetrics(target.batchMetrics ? target.url : undefined, ['spool_engine_concurrency_limit', 'spool_batch_concurrency']);
   const underBatch = await interactiveLoad(target.url, INTERACTIVE_RATE, INTERACTIVE_REQUESTS);
   const windowEnd = Date.now();
   const [learnedLimit, batchConcurrency] = await gauges.stop();
