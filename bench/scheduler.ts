@@ -417,16 +417,18 @@ async function onTarget<T>(shape: SchedulerResult['shape'], work: string, engine
 }
 
 /**
- * The interactive scenario (a) alone on the embedded default, `rounds` times at one
- * ENGINE_CONCURRENCY: for probing the p99 case by case without the whole section.
+ * The interactive scenario (a) alone, `rounds` times at one ENGINE_CONCURRENCY: for probing the
+ * p99 case by case without the whole section.
  */
-export async function benchInteractiveRounds(engineConcurrency: number, rounds: number, build?: string): Promise<InteractiveRun[]> {
+export async function benchInteractiveRounds(engineConcurrency: number, rounds: number, build?: string, shape: SchedulerResult['shape'] = 'embedded'): Promise<InteractiveRun[]> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-interactive-'));
+  const broker = shape === 'kafka' ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
   try {
     const runs: InteractiveRun[] = [];
-    for (let round = 0; round < rounds; round++) runs.push(await onTarget('embedded', work, engineConcurrency, (target) => interactiveScenario(target, engineConcurrency), undefined, build));
+    for (let round = 0; round < rounds; round++) runs.push(await onTarget(shape, work, engineConcurrency, (target) => interactiveScenario(target, engineConcurrency), broker, build));
     return runs;
   } finally {
+    await broker?.kill();
     rmSync(work, { recursive: true, force: true });
   }
 }
