@@ -128,6 +128,10 @@ describe('engine capacity: a fixed-latency engine', () => {
     expect(result.meanWaiting).toBeLessThanOrEqual(0.1);
     // The batch gets what the slots left to it give: 29 of 32.
     expect(result.rate).toBeGreaterThanOrEqual(0.95 * ((32 - 3) / 32) * 320);
+    // With the engine's gauges read, the slots held free below the knee are not room to probe for.
+    const gauged = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 128, untilMs: 120_000, reserve: 3, gauges: true, interactive: true });
+    expect(gauged.limit).toBeLessThanOrEqual(33);
+    expect(gauged.rate).toBeGreaterThanOrEqual(0.95 * ((32 - 3) / 32) * 320);
     // Held below its knee, the cruise still finds an engine that grew: a probe up beats the knee's rate.
     let engine!: ReturnType<typeof fixedLatencyEngine>;
     const grown = run((sim) => (engine = fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 })), { ceiling: 128, untilMs: 600_000, reserve: 3, change: { atMs: 60_000, apply: () => (engine.slots = 64) } });

@@ -287,7 +287,8 @@ export class EngineCapacity {
     }
     const lookahead = this.lookahead.sum / this.lookahead.readings;
     const peak = Math.max(...this.runningSeen);
-    const full = running >= peak - Math.max(1, Math.floor(0.05 * peak));
+    // Slots held free below the knee are kept free by design, not room to probe for.
+    const full = running >= peak - Math.max(1, Math.floor(0.05 * peak)) - this.heldFreeNow();
     const excess = waiting - lookahead;
     if (full && excess > Math.max(2, 0.1 * peak)) {
       // Another client's load, or a slower engine: what waits beyond the lookahead only queues.
