@@ -1,15 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from './support/processes.js';
+import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { type PostgresServer, startPostgres } from './support/postgres-server.js';
-import { TEST_API_KEY, s3Env, tempDir, waitUntilReady } from './support/service.js';
+import { tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
 /**
@@ -30,13 +30,10 @@ describe('scaled out over Kafka with the log in PostgreSQL', () => {
   let postgres: PostgresServer;
   const processes = new Map<string, ChildProcess>();
   const urls = new Map<string, string>();
-  let env: Record<string, string>;
+  let env: ScaleOutEnv;
 
   async function start(name: string, args: string[]): Promise<void> {
-    const { child, url } = await startSpoolCli(args, { ...env, DATA_DIR: join(root, name) });
-    const logFile = join(logs, `${name}.log`);
-    child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
-    child.stderr?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
+    const { child, url } = await startLoggedRole(name, args, env, { root, logs });
     processes.set(name, child);
     urls.set(name, url);
   }
@@ -46,22 +43,7 @@ describe('scaled out over Kafka with the log in PostgreSQL', () => {
   beforeAll(async () => {
     await engine.start();
     [broker, postgres] = await Promise.all([startKafkaBroker({ dir: join(root, 'kafka') }), startPostgres()]);
-    env = {
-      HOST: '127.0.0.1',
-      PORT: '0',
-      API_KEY: TEST_API_KEY,
-      LOG_LEVEL: 'info',
-      EVENTSTORE_URL: postgres.url,
-      ...s3Env(`scale-out-postgres-${randomUUID()}`),
-      KAFKA_BROKERS: broker.brokers,
-      KAFKA_SESSION_TIMEOUT_MS: '6000',
-      KAFKA_PARTITIONS: '4',
-      ENGINE_BASE_URL: engine.url,
-      ENGINE_CONCURRENCY: '4',
-      ENGINE_BACKOFF_MS: '20',
-      BATCH_CHUNK_LINES: '10',
-      BATCH_PARALLEL_CHUNKS: '4',
-    };
+    env = scaleOutEnv({ eventStoreUrl: postgres.url, s3Prefix: `scale-out-postgres-${randomUUID()}`, brokers: broker.brokers, engineUrl: engine.url });
     await start('api-1', ['serve']);
     await Promise.all([
       start('api-2', ['serve']),

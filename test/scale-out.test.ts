@@ -1,17 +1,17 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { AssignerProtocol, Kafka, logLevel } from 'kafkajs';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSpoolCli } from './support/processes.js';
+import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
-import { TEST_API_KEY, s3Env, tempDir, waitUntilReady } from './support/service.js';
+import { tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
 /**
@@ -32,33 +32,11 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
   const processes = new Map<string, { child: ChildProcess; url: string }>();
   const batches: Array<{ id: string; expect: string[] }> = [];
 
-  const common = () => ({
-    HOST: '127.0.0.1',
-    PORT: '0',
-    API_KEY: TEST_API_KEY,
-    LOG_LEVEL: 'info',
-    EVENTSTORE_URL: `file:${join(root, 'shared', 'events.sqlite')}`,
-    ...s3Env(`scale-out-${randomUUID()}`),
-    KAFKA_BROKERS: broker.brokers,
-    KAFKA_SESSION_TIMEOUT_MS: '6000',
-    KAFKA_PARTITIONS: '4',
-    ENGINE_BASE_URL: engine.url,
-    ENGINE_CONCURRENCY: '4',
-    ENGINE_BACKOFF_MS: '20',
-    BATCH_CHUNK_LINES: '10',
-    BATCH_PARALLEL_CHUNKS: '4',
-  });
-  let env: ReturnType<typeof common>;
+  let env: ScaleOutEnv;
 
   async function start(name: string, args: string[]): Promise<void> {
-    const dataDir = join(root, name);
-    const { child, url } = await startSpoolCli(args, { ...env, DATA_DIR: dataDir });
-    const logFile = join(logs, `${name}.log`);
-    child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
-    child.stderr?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
-    processes.set(name, { child, url });
+    processes.set(name, await startLoggedRole(name, args, env, { root, logs }));
   }
-
   const ready = async (name: string) => (await (await fetch(`${processes.get(name)!.url}/ready`)).json()) as { status: string; roles: string[]; processors?: Record<string, { handled: number; partitions?: number[] }> };
   const handled = async (name: string) => (await ready(name)).processors?.inference?.handled ?? 0;
   /** Until the two inference processors hold every inference partition between them, each its half: a group still settling redelivers what it moves. */
@@ -90,7 +68,7 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
   beforeAll(async () => {
     await engine.start();
     broker = await startKafkaBroker({ dir: join(root, 'kafka') });
-    env = common();
+    env = scaleOutEnv({ eventStoreUrl: `file:${join(root, 'shared', 'events.sqlite')}`, s3Prefix: `scale-out-${randomUUID()}`, brokers: broker.brokers, engineUrl: engine.url });
     // The API first: it owns the demo data; then the relay and every processor kind.
     await start('api', ['serve']);
     apiUrl = processes.get('api')!.url;
