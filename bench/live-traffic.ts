@@ -2,6 +2,7 @@
 // objective (INTERACTIVE_P99_MS; the previous build, which has none, runs with its own protection).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { nearestRank } from '../src/platform/percentile.js';
+import { parsePrometheusText } from '../src/engine/engine-load-metrics.js';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
@@ -106,13 +107,13 @@ export async function beside(options: { work: string; gauges: boolean; build: Bu
       const seconds = (performance.now() - startedAt) / 1000;
       const done = (await completed()) - before;
       const metrics = await (await fetch(`${spool.url}/metrics`, { headers: { authorization: `Bearer ${BENCH_API_KEY}` } })).text();
-      const chosen = /^spool_batch_concurrency\{[^}]*\} (\S+)$/m.exec(metrics)?.[1];
+      const chosen = parsePrometheusText(metrics).find((sample) => sample.name === 'spool_batch_concurrency')?.value;
       await client.batches.cancel(batch.id);
       if ((await client.batches.retrieve(batch.id)).request_counts!.completed >= LOAD_LINES) throw new Error('the batch ended before the window did');
       const entry = {
         interactiveP99Ms: nearestRank(latencies, 0.99),
         batchLinesPerSecond: done / seconds,
-        ...(chosen !== undefined ? { batchConcurrency: Number(chosen) } : {}),
+        ...(chosen !== undefined ? { batchConcurrency: chosen } : {}),
         warmUp: { answers: warmUpLatencies.length, p99Ms: nearestRank(warmUpLatencies, 0.99) },
       };
       rounds.push(entry);

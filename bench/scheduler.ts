@@ -11,6 +11,7 @@ import { BENCH_MODEL, type Upstream, benchBatch, benchJobEnv, startUpstream } fr
 import type { KafkaBroker } from '../test/support/kafka-broker.js';
 import { startKafkaBroker, startKafkaDeployment } from './kafka-deployment.js';
 import { stop } from '../test/support/processes.js';
+import { parsePrometheusText } from '../src/engine/engine-load-metrics.js';
 import { BENCH_API_KEY, startSpool } from './spool.js';
 
 /** The issue's engine: 32 slots, 100 ms a request, 320 requests/s. */
@@ -174,10 +175,10 @@ function watchMetrics(url: string | undefined, names: readonly string[]): { stop
   const loop = (async () => {
     while (running) {
       try {
-        const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${BENCH_API_KEY}` } })).text();
+        const samples = parsePrometheusText(await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${BENCH_API_KEY}` } })).text());
         names.forEach((name, index) => {
-          const value = new RegExp(`^${name}\\{[^}]*model="${BENCH_MODEL}"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1];
-          if (value !== undefined && Number.isFinite(Number(value))) seen[index]!.push(Number(value));
+          const value = samples.find((sample) => sample.name === name && sample.labels.model === BENCH_MODEL)?.value;
+          if (value !== undefined && Number.isFinite(value)) seen[index]!.push(value);
         });
       } catch {
         // A scrape that failed is a sample missed, not a failed run.
