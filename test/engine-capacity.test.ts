@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EngineCapacity, type RequestOutcome } from '../src/engine/scheduling/engine-capacity.js';
 import { ThroughputSearch } from '../src/engine/scheduling/throughput-search.js';
-import { DiscreteEvents } from './support/discrete-events.js';
+import { DiscreteEvents, seededRandom } from './support/discrete-events.js';
 import { type SimulatedEngine, bareLoopRate, behindRoundTrip, continuousBatchingEngine, dynamicBatchingEngine, fixedLatencyEngine } from './support/engine-models.js';
 
 // The concurrency limit against engines in simulated time (test/support/engine-models.ts: stand-ins
@@ -56,7 +56,7 @@ function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling:
       sampled += 1;
     }
     if (options.gauges) {
-      capacity.observeLoad(gauges, sim.now, inFlight);
+      capacity.observeLoad(gauges, sim.now, inFlight + (options.reserve ?? 0), options.reserve ?? 0);
       pump();
     }
     sim.after(250, scrape);
@@ -66,6 +66,84 @@ function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling:
   if (options.change) sim.at(options.change.atMs, options.change.apply);
   sim.runUntil(options.untilMs);
   return { rate: (counted * 1000) / (options.untilMs - from), limit: capacity.limit, highest, meanWaiting: sampled ? waitingArea / sampled : 0, capacity };
+}
+
+/**
+ * Several processes, each with its own limit, sending endless batch work to one engine and reading
+ * its gauges every 250 ms (the Kafka shape's inference processors, each scraping the engine).
+ */
+function runFleet<E extends SimulatedEngine>(
+  make: (sim: DiscreteEvents) => E,
+  options: { processes: number; ceiling: number; untilMs: number; staggerMs?: number; reserves?: readonly number[]; interactive?: { perSecond: number; inService: number; send: (engine: E, done: () => void) => void } },
+): { rate: number; limits: number[]; meanWaiting: number; meanInFlight: number; interactiveMs: number[] } {
+  const sim = new DiscreteEvents();
+  const engine = make(sim);
+  const interactiveMs: number[] = [];
+  const from = options.untilMs / 2;
+  let counted = 0;
+  let waitingArea = 0;
+  let inFlightArea = 0;
+  let sampled = 0;
+  const processes = Array.from({ length: options.processes }, () => ({ capacity: new EngineCapacity({ ceiling: options.ceiling }), inFlight: 0 }));
+  // Each processor hears of the fleet's interactive traffic (the API reports its load).
+  for (const process of processes) process.capacity.interactiveTraffic(options.interactive !== undefined);
+  const reserveOf = (index: number) => options.reserves?.[index] ?? 0;
+  const pump = (process: (typeof processes)[number]) => {
+    const limit = process.capacity.limit;
+    const reserved = reserveOf(processes.indexOf(process));
+    // Batch work within the limit less the process's part of the interactive reserve.
+    const burst = Math.max(0, limit - reserved - process.inFlight);
+    process.inFlight += burst;
+    const sentWith = process.inFlight;
+    for (let i = 0; i < burst; i++) {
+      const startedAt = sim.now;
+      engine.submit(() => {
+        process.inFlight -= 1;
+        if (sim.now >= from) counted += 1;
+        process.capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentWith, limit, reserved, interactive: 0 });
+        sim.after(0, () => pump(process));
+      });
+    }
+  };
+  // Each process scrapes on its own beat (a few ms apart), as separate processes do.
+  processes.forEach((process, index) => {
+    const scrape = () => {
+      // Of its part of the reserve, the slots the other process's interactive requests leave free on average (as ReplicaPool tells it).
+      const reserves = options.reserves ?? [];
+      const total = reserves.reduce((a, b) => a + b, 0);
+      const freeWanted = Math.max(0, reserveOf(index) - (total > 0 ? ((options.interactive?.inService ?? 0) * reserveOf(index)) / total : 0));
+      process.capacity.observeLoad(engine.gauges(), sim.now, process.inFlight + reserveOf(index), freeWanted);
+      pump(process);
+      sim.after(250, scrape);
+    };
+    const startAt = index * (options.staggerMs ?? 0);
+    sim.after(startAt, () => pump(process));
+    sim.after(startAt + 250 + 7 * index, scrape);
+  });
+  // Interactive requests of another process (the API's), arriving as a Poisson stream.
+  const interactive = options.interactive;
+  if (interactive) {
+    const random = seededRandom(7);
+    const arrive = () => {
+      const sentAt = sim.now;
+      interactive.send(engine, () => {
+        if (sentAt >= from) interactiveMs.push(sim.now - sentAt);
+      });
+      sim.after((-Math.log(1 - random()) * 1000) / interactive.perSecond, arrive);
+    };
+    sim.after(0, arrive);
+  }
+  const sample = () => {
+    if (sim.now >= from) {
+      waitingArea += engine.gauges().waiting;
+      inFlightArea += processes.reduce((sum, process) => sum + process.inFlight, 0);
+      sampled += 1;
+    }
+    sim.after(50, sample);
+  };
+  sim.after(50, sample);
+  sim.runUntil(options.untilMs);
+  return { rate: (counted * 1000) / (options.untilMs - from), limits: processes.map((process) => process.capacity.limit), meanWaiting: waitingArea / sampled, meanInFlight: inFlightArea / sampled, interactiveMs };
 }
 
 /** The best a bare loop gets over a sweep of its concurrency up to the same ceiling (in steps of a quarter, and the ceiling itself). */
@@ -140,6 +218,32 @@ describe('engine capacity: a fixed-latency engine', () => {
     // At a ceiling the search never passed, there is no knee to correct: the limit stays there.
     const capped = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 32, untilMs: 60_000, reserve: 3 });
     expect(capped.limit).toBe(32);
+  });
+
+  it('two processes on one engine hold its slots between them, not each (the Kafka shape at 4× the slots)', () => {
+    // Each process may send 64; the engine's KV cache reads full at its 32 slots, which forbids
+    // growth, so each alone would stop at 32 and the two together keep 32 waiting inside the
+    // engine, where an interactive request waits behind them for a slot.
+    // Started together or a little apart (the second started 1 s after the first, each learned the
+    // other's overflow as its own lookahead: 40 in flight, 8 waiting).
+    for (const staggerMs of [0, 500, 1_000, 3_000]) {
+      const fleet = runFleet((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { processes: 2, ceiling: 64, untilMs: 120_000, staggerMs });
+      expect(fleet.meanInFlight).toBeLessThanOrEqual(36);
+      expect(fleet.meanWaiting).toBeLessThanOrEqual(4);
+      expect(fleet.rate).toBeGreaterThanOrEqual(0.95 * 320);
+      expect(fleet.limits.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(36);
+    }
+    // With interactive requests of a third process (20/s of 100 ms, ahead of batch work by
+    // priority), each processor keeping its part of the fleet's reserve of 5: the engine shows
+    // those slots free, and an interactive request seldom waits for one.
+    const make = (sim: DiscreteEvents) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 });
+    const beside = runFleet(make, { processes: 2, ceiling: 64, untilMs: 180_000, staggerMs: 1_000, reserves: [3, 2], interactive: { perSecond: 20, inService: 2, send: (engine, done) => engine.submitUrgent(done) } });
+    const sorted = [...beside.interactiveMs].sort((a, b) => a - b);
+    const p99 = sorted[Math.floor(0.99 * (sorted.length - 1))]!;
+    expect(sorted.length).toBeGreaterThan(1_000);
+    expect(p99).toBeLessThanOrEqual(1.1 * 102);
+    // The batch keeps the rest: 32 slots less the reserve of 5, of which interactive requests use about 2.
+    expect(beside.rate).toBeGreaterThanOrEqual(0.95 * (27 / 32) * 320);
   });
 
   it('follows the engine when another tenant takes half of it, and when it comes back', () => {

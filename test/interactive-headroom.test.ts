@@ -138,6 +138,11 @@ describe('interactive headroom (Little’s law)', () => {
     const alone = new InteractiveHeadroom({ timeConstantMs: 10_000, spread: 2, idleAfterMs: 60_000, leftoverShare: 0.95 });
     alone.observeRemote('api', 1, 1_000);
     expect(alone.reserve(1_000, 20)).toBe(1);
+    // Of the API's 2 requests in service, the half this processor's share stands for use slots of
+    // its part of the reserve unseen (the engine should show the rest free); none once the report is stale.
+    expect(headroom.remoteInService(1_000)).toBe(1);
+    expect(alone.remoteInService(1_000)).toBe(1);
+    expect(headroom.remoteInService(10_000)).toBe(0);
   });
 
   it('split by the partitions each processor holds, the parts add up to the fleet’s reserve exactly', () => {

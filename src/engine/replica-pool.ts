@@ -308,11 +308,17 @@ export class ReplicaPool implements InferenceEngine {
     return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member) + this.aheadOf(member), ceiling: member.ceiling, available: !anyHealthy || member.health.isUp(now) }));
   }
 
+  /** The limits of the replicas that take work now. */
+  private totalLimit(): number {
+    return this.capacities()
+      .filter((capacity) => capacity.available !== false)
+      .reduce((sum, capacity) => sum + capacity.limit, 0);
+  }
+
   /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */
   private reservedOn(member: Member): number {
-    const capacities = this.capacities().filter((capacity) => capacity.available !== false);
-    const total = capacities.reduce((sum, capacity) => sum + capacity.limit, 0);
-    return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
+    const total = this.totalLimit();
+    return total > 0 ? (this.scheduler.reserve(this.capacities()) * this.limitOf(member)) / total : 0;
   }
 
   /** Requests the replica may hold beyond its limit, when it can hold them (see requestsHeldAhead). */
@@ -350,8 +356,17 @@ export class ReplicaPool implements InferenceEngine {
         };
         if (inFlight() === 0 && reading % LOAD_READINGS_WHEN_IDLE !== 0) return;
         const load = await member.replica.load();
-        // In use as the engine answered: what this process has in it, and the slots it keeps free for interactive requests.
-        if (load) member.capacity.observeLoad(load, Date.now(), inFlight() + this.reservedOn(member));
+        if (!load) return;
+        // In use as the engine answered: what this process has in it, and the slots it keeps free
+        // for interactive requests; of those, the whole slots that neither its own interactive
+        // requests use nor, on average, those of other processes (the API's on the Kafka shape).
+        // Against the reserve itself, sized for the tail of the interactive load, every burst would
+        // read as the batch taking it, and the batch would shed, reading after reading, and never
+        // grow back while interactive requests are served.
+        const reserved = this.reservedOn(member);
+        const remote = (this.scheduler.remoteInteractiveInService() * this.limitOf(member)) / Math.max(1, this.totalLimit());
+        const freeWanted = Math.max(0, Math.ceil(reserved - 1e-9) - this.scheduler.inFlight(member.replica.id).interactive - remote);
+        member.capacity.observeLoad(load, Date.now(), inFlight() + reserved, freeWanted);
       }),
     );
     this.dispatch();

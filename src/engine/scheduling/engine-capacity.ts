@@ -33,7 +33,7 @@ export interface EngineCapacitySettings {
   readonly loadStaleMs?: number;
 }
 
-/** Readings the engine's full batch is the most running of (10 s at four readings a second). */
+/** Readings the engine's full batch is the most running of (10 s at four readings a second, of an engine with requests waiting). */
 const PEAK_READINGS = 40;
 /** Readings at the start of a cruise that say how many requests its limit keeps waiting inside the engine. */
 const LOOKAHEAD_READINGS = 4;
@@ -101,6 +101,18 @@ interface Window {
  * probes up. Requests waiting at one reading only may be answers sent again, waiting for the
  * engine's next step: only what waits at two readings in a row counts.
  *
+ * **Several processes on one engine** (the Kafka shape: two inference processors, each with its
+ * own limit, scrape the same gauges). Each alone would stop where the KV cache reads full and
+ * learn the queue their sum makes as its own lookahead (two limits of 32 on a 32-slot engine, 32
+ * waiting, every interactive request behind them). So a process's lookahead is at most what its
+ * limit sends beyond the running batch, and an excess is shed by each process in proportion to
+ * its part of what the engine holds, so processes reading the same gauges shed it once between
+ * them. The interactive reserve counts as well: the slots of this process's part that its own
+ * interactive requests do not use should show free in the engine (`freeWanted`); while the engine
+ * runs its full batch they are taken, and are shed like requests waiting beyond the lookahead.
+ * The engine's full batch is what it runs while requests wait (slots held free would otherwise
+ * read, ten seconds on, as a smaller engine).
+ *
  * **The knee is what the engine holds.** Batch work runs within the limit less the slots kept
  * free for interactive requests (InteractiveHeadroom), so the search's rate flattens once that
  * work alone fills the engine: at the engine's slots plus the reserve, less the interactive
@@ -123,6 +135,8 @@ export class EngineCapacity {
   /** The running gauge over the last readings, and the waiting gauge at the previous one. */
   private runningSeen: number[] = [];
   private lastWaiting = 0;
+  /** Reserved slots the engine did not show free at the previous reading. */
+  private lastShort = 0;
   /** Waiting requests the cruising limit keeps inside the engine (its first readings' mean), and how many readings made it. */
   private lookahead: { sum: number; readings: number } | undefined;
   /** Readings in a row the engine had room. */
@@ -260,9 +274,11 @@ export class EngineCapacity {
 
   /**
    * Load gauges scraped from the engine at `at` (see engineLoadFrom). `inUse`: Spool's requests
-   * on the replica then, with the slots kept free for interactive requests.
+   * on the replica then, with the slots kept free for interactive requests. `freeWanted`: the
+   * slots of this process's part of the interactive reserve that none of its interactive requests
+   * uses, which the engine should show free.
    */
-  observeLoad(load: EngineLoad, at: number, inUse: number = this.limit): void {
+  observeLoad(load: EngineLoad, at: number, inUse: number = this.limit, freeWanted = 0): void {
     this.load = { value: load, at };
     if (this.held && at >= this.held.until) this.held = undefined;
     if (load.waiting === undefined) return;
@@ -270,8 +286,20 @@ export class EngineCapacity {
     const waiting = Math.min(load.waiting, this.lastWaiting);
     this.lastWaiting = load.waiting;
     const running = load.running ?? 0;
-    this.runningSeen.push(running);
-    if (this.runningSeen.length > PEAK_READINGS) this.runningSeen.shift();
+    // The engine's full batch is what it runs while requests wait, or the most it ran: a reading
+    // with nothing waiting says only that nobody asked for more (slots held free for interactive
+    // requests would otherwise, 10 s later, read as the engine's size, and the next reserve come
+    // off that).
+    if (load.waiting > 0 || this.runningSeen.length === 0 || running > Math.max(...this.runningSeen)) {
+      this.runningSeen.push(running);
+      if (this.runningSeen.length > PEAK_READINGS) this.runningSeen.shift();
+    }
+    const peak = Math.max(...this.runningSeen);
+    // Reserved slots the engine does not show free, at two readings in a row (an interactive
+    // request of another process takes one for a moment).
+    const shortNow = Math.max(0, freeWanted - Math.max(0, peak - running));
+    const short = Math.min(shortNow, this.lastShort);
+    this.lastShort = shortNow;
     // While it searches, throughput decides; the lookahead is what the limit it settles on keeps
     // waiting, once the change's own round trip has passed (the queue a probe made drains first).
     if (this.search.phase !== 'cruise') {
@@ -281,18 +309,32 @@ export class EngineCapacity {
     // With the limit not in use the engine's queue is not this process's doing, and says nothing
     // of what its limit keeps waiting: readings of an idle replica are not judged.
     if (inUse < Math.ceil(0.9 * this.limit) || this.window.startAt === undefined) return;
+    // What this process's limit alone keeps waiting is at most what it sends beyond the engine's
+    // running batch: where other processes send to the same engine (the Kafka shape's inference
+    // processors, each with its own limit), the queue their sum makes is not a lookahead any of
+    // them may keep.
+    const limit = this.limit;
+    const own = Math.min(waiting, Math.max(0, limit - running));
     if (!this.lookahead || this.lookahead.readings < LOOKAHEAD_READINGS) {
-      this.lookahead = { sum: (this.lookahead?.sum ?? 0) + waiting, readings: (this.lookahead?.readings ?? 0) + 1 };
+      this.lookahead = { sum: (this.lookahead?.sum ?? 0) + own, readings: (this.lookahead?.readings ?? 0) + 1 };
       return;
     }
     const lookahead = this.lookahead.sum / this.lookahead.readings;
-    const peak = Math.max(...this.runningSeen);
-    // Slots held free below the knee are kept free by design, not room to probe for.
-    const full = running >= peak - Math.max(1, Math.floor(0.05 * peak)) - this.heldFreeNow();
-    const excess = waiting - lookahead;
+    // Slots held free below the knee, or for interactive requests, are kept free by design, not
+    // room to probe for.
+    const full = running >= peak - Math.max(1, Math.floor(0.05 * peak)) - Math.max(this.heldFreeNow(), freeWanted);
+    // What waits beyond the lookahead, and the reserved slots the engine's batch has taken: with
+    // the gauges cruising at the engine's batch (a KV cache full stops growth, and no knee is
+    // searched), work held to the limit less the reserve still fills every slot where the limit
+    // lies above the batch, and where several processes share the engine (the Kafka shape), their
+    // parts of the reserve are free only if their sum leaves them free.
+    const excess = waiting - lookahead + short;
     if (full && excess > Math.max(2, 0.1 * peak)) {
       // Another client's load, or a slower engine: what waits beyond the lookahead only queues.
-      this.search.cruiseAt(Math.max(1, Math.floor(Math.min(this.estimate, inUse + this.heldFree) - excess)), at);
+      // This process sheds its share of it (its requests of all the engine holds), so that
+      // processes reading the same gauges at once shed the excess once between them, not each.
+      const share = Math.min(1, limit / Math.max(1, running + load.waiting));
+      this.search.cruiseAt(Math.max(1, Math.floor(Math.min(this.estimate, inUse + this.heldFree) - Math.ceil(excess * share))), at);
       this.follow(at);
       return;
     }

@@ -104,6 +104,15 @@ export class InteractiveHeadroom {
     return total;
   }
 
+  /**
+   * Of the interactive requests other processes report in service (λ·W), those this process's
+   * share of the fleet stands for: they use slots of its part of the reserve without its knowing.
+   */
+  remoteInService(now: number): number {
+    const load = this.remoteLoad(now);
+    return load > 0 ? load * shareFraction(this.fleetShare) : 0;
+  }
+
   /** The mean number of interactive requests in service, λ·W: this process's and what others report. */
   load(now: number): number {
     return (this.rate.perSecond(now) / 1000) * (this.latency.value(now) ?? 0) + this.remoteLoad(now);

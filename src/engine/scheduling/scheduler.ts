@@ -180,6 +180,11 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     return this.headroom.estimate(this.now());
   }
 
+  /** Interactive requests of other processes expected in service in this scheduler's part of the reserve (see InteractiveHeadroom.remoteInService). */
+  remoteInteractiveInService(): number {
+    return this.headroom.remoteInService(this.now());
+  }
+
   /** Whether interactive requests have arrived lately (the reserve is kept for them). */
   interactiveRecent(): boolean {
     return this.headroom.slots(this.now()) > 0;
