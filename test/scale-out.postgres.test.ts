@@ -19,7 +19,7 @@ import { runSpool } from './support/spool-cli.js';
  * While a batch runs, PostgreSQL is restarted and an inference processor killed -9; every line
  * ends up exactly once, both API processes answer the batch alike, and `spool replay` rebuilds
  * identical read models from PostgreSQL. (Each process on a host of its own, cut off from the
- * network and back, is still to come.) The inference engine is a stand-in: vLLM needs a GPU.
+ * network and back: test/scale-out.hosts.test.ts.) The inference engine is a stand-in: vLLM needs a GPU.
  */
 describe('scaled out over Kafka with the log in PostgreSQL', () => {
   const engine = new FakeEngine();

@@ -27,13 +27,14 @@ export class FakeEngine {
   latencyMs = 0;
   url = '';
 
-  async start(): Promise<string> {
+  /** Listens on `host` (loopback by default) and a free port. */
+  async start(host = '127.0.0.1'): Promise<string> {
     this.server = createServer((request, response) => {
       void this.handle(request, response);
     });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => this.server!.listen(0, host, resolve));
     const address = this.server.address();
-    this.url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/v1`;
+    this.url = `http://${host}:${typeof address === 'object' && address ? address.port : 0}/v1`;
     return this.url;
   }
 

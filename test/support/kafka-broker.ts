@@ -7,7 +7,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { packageRoot } from '../../src/platform/package-root.js';
 import { restartablePort } from './processes.js';
 
-/** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1. */
+/** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1, or the address `host` names. */
 export interface KafkaBroker {
   /** host:port of the PLAINTEXT listener, for kafkajs `brokers`. */
   readonly brokers: string;
@@ -32,6 +32,8 @@ export interface KafkaBrokerOptions {
   logTo?: string;
   /** How long to wait for the broker to answer; 90 s by default. */
   readyTimeoutMs?: number;
+  /** The address its clients reach it on (listened on and advertised); 127.0.0.1 by default. */
+  host?: string;
 }
 
 // Shared by the test setup and the benchmarks; paths from the package root, so that it works from
@@ -83,9 +85,10 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
   const port = options.port ?? (await restartablePort());
   let controllerPort = await restartablePort();
   while (controllerPort === port) controllerPort = await restartablePort();
-  const brokers = `127.0.0.1:${port}`;
+  const host = options.host ?? '127.0.0.1';
+  const brokers = `${host}:${port}`;
   const config = join(dir, 'server.properties');
-  writeFileSync(config, serverProperties({ port, controllerPort, logDirs: join(dir, 'data') }));
+  writeFileSync(config, serverProperties({ host, port, controllerPort, logDirs: join(dir, 'data') }));
   const log4j = join(dir, 'log4j.properties');
   writeFileSync(log4j, LOG4J_PROPERTIES);
   const java = (mainClass: string, args: string[]) => [
@@ -154,13 +157,13 @@ log4j.logger.org.apache.kafka.clients=WARN
 log4j.logger.state.change.logger=WARN
 `;
 
-function serverProperties(p: { port: number; controllerPort: number; logDirs: string }): string {
+function serverProperties(p: { host: string; port: number; controllerPort: number; logDirs: string }): string {
   return `${Object.entries({
     'process.roles': 'broker,controller',
     'node.id': '1',
     'controller.quorum.voters': `1@127.0.0.1:${p.controllerPort}`,
-    listeners: `PLAINTEXT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
-    'advertised.listeners': `PLAINTEXT://127.0.0.1:${p.port}`,
+    listeners: `PLAINTEXT://${p.host}:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
+    'advertised.listeners': `PLAINTEXT://${p.host}:${p.port}`,
     'controller.listener.names': 'CONTROLLER',
     'inter.broker.listener.name': 'PLAINTEXT',
     'listener.security.protocol.map': 'PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',

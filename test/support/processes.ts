@@ -13,9 +13,12 @@ export function startNode(
   ready: RegExp,
   /** Options for node itself, e.g. --cpu-prof. */
   nodeArgs: string[] = [],
+  /** A command node runs under, e.g. `ip netns exec NAME` for another network namespace (it must exec node, so signals reach it). */
+  launcher: string[] = [],
 ): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [command, ...before] = [...launcher, process.execPath];
+    const child = spawn(command!, [...before, ...nodeArgs, script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
@@ -49,8 +52,9 @@ export async function startSpoolCli(
   args: string[],
   env: Record<string, string>,
   nodeArgs: string[] = [],
+  launcher: string[] = [],
 ): Promise<{ child: ChildProcess; url: string }> {
-  const { child, match } = await startNode(join(packageRoot, 'dist/src/process/cli.js'), args, env, /"url":"(http:\/\/[^"]+)"/, nodeArgs);
+  const { child, match } = await startNode(join(packageRoot, 'dist/src/process/cli.js'), args, env, /"url":"(http:\/\/[^"]+)"/, nodeArgs, launcher);
   return { child, url: match[1]! };
 }
 
