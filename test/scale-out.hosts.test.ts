@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { batchProgress, chatLine, createBatch, fileLines, reserveJob, waitFor, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { NetworkHosts, networkHostsUnavailable } from './support/network-hosts.js';
@@ -101,17 +101,8 @@ describe.skipIf(unavailable !== undefined)('scaled out across hosts, over Postgr
     let client = clientOf('api-1');
     const input = await client.files.create({ file: await toFile(Buffer.from(`${Array.from({ length: total }, (_, index) => chatLine(`h${index}`, `line ${index}`)).join('\n')}\n`), 'hosts.jsonl'), purpose: 'batch' });
     const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'hosts-job' });
-    const progress = async () => {
-      const now = await client.batches.retrieve(batch.id);
-      return (now.request_counts!.completed + now.request_counts!.failed) / total;
-    };
-    const until = async (condition: () => Promise<boolean>, what: string, timeoutMs = 90_000) => {
-      const deadline = Date.now() + timeoutMs;
-      while (!(await condition())) {
-        if (Date.now() > deadline) throw new Error(`not in time: ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    };
+    const progress = () => batchProgress(client, batch.id);
+    const until = (condition: () => Promise<boolean>, what: string) => waitFor(condition, what, 90_000);
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     // Every API host still running answers the batch, and it is still under way.
     const bothAnswer = async (hosts: string[]) => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
-import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { batchProgress, chatLine, createBatch, fileLines, reserveJob, waitFor, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { type PostgresServer, startPostgres } from './support/postgres-server.js';
@@ -70,17 +70,8 @@ describe('scaled out over Kafka with the log in PostgreSQL', () => {
     const client = clientOf('api-1');
     const input = await client.files.create({ file: await toFile(Buffer.from(`${Array.from({ length: total }, (_, index) => chatLine(`p${index}`, `line ${index}`)).join('\n')}\n`), 'pg.jsonl'), purpose: 'batch' });
     const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'pg-scale-job' });
-    const progress = async () => {
-      const now = await client.batches.retrieve(batch.id);
-      return (now.request_counts!.completed + now.request_counts!.failed) / total;
-    };
-    const until = async (condition: () => Promise<boolean>, what: string) => {
-      const deadline = Date.now() + 60_000;
-      while (!(await condition())) {
-        if (Date.now() > deadline) throw new Error(`not in time: ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    };
+    const progress = () => batchProgress(client, batch.id);
+    const until = waitFor;
 
     await until(async () => (await progress()) >= 0.15, 'a sixth of the batch done');
     await postgres.restart!();

@@ -8,7 +8,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
 import { packageRoot } from '../src/platform/package-root.js';
-import { chatLine, createBatch, fileLines, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
+import { batchProgress, chatLine, createBatch, fileLines, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { tempDir, waitUntilReady } from './support/service.js';
@@ -53,10 +53,7 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     return createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'scale-job' });
   };
 
-  const progress = async (id: string) => {
-    const batch = await client.batches.retrieve(id);
-    return (batch.request_counts!.completed + batch.request_counts!.failed) / Math.max(1, batch.request_counts!.total);
-  };
+  const progress = (id: string) => batchProgress(client, id);
 
   const expectEveryLineOnce = async (id: string, total: number) => {
     const done = await client.batches.retrieve(id);

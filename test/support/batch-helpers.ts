@@ -46,6 +46,21 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
   for (const deadline = Date.now() + timeoutMs; !(await condition()) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
+/** Polls until `condition` holds; throws, naming `what`, once `timeoutMs` is up. */
+export async function waitFor(condition: () => Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`not in time: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The share of a batch's lines that have ended (completed or failed); 0 before it is validated. */
+export async function batchProgress(client: OpenAI, batchId: string): Promise<number> {
+  const batch = await client.batches.retrieve(batchId);
+  return (batch.request_counts!.completed + batch.request_counts!.failed) / Math.max(1, batch.request_counts!.total);
+}
+
 export async function fileLines(client: OpenAI, fileId: string | null | undefined): Promise<Array<Record<string, any>>> {
   if (!fileId) return [];
   const text = await (await client.files.content(fileId)).text();
