@@ -1,4 +1,5 @@
 import type { EngineLoad } from '../engine-load-metrics.js';
+import { EngineGaugeReadings } from './engine-gauge-readings.js';
 import { LatencyFloor } from './latency-floor.js';
 import { ThroughputSearch, type SearchPhase } from './throughput-search.js';
 
@@ -33,8 +34,6 @@ export interface EngineCapacitySettings {
   readonly loadStaleMs?: number;
 }
 
-/** Readings the engine's full batch is the most running of (10 s at four readings a second, of an engine with requests waiting). */
-const PEAK_READINGS = 40;
 /** Readings at the start of a cruise that say how many requests its limit keeps waiting inside the engine. */
 const LOOKAHEAD_READINGS = 4;
 
@@ -132,11 +131,7 @@ export class EngineCapacity {
   private search: ThroughputSearch;
   private mode: CapacityMode = 'throughput';
   private load: { value: EngineLoad; at: number } | undefined;
-  /** The running gauge over the last readings, and the waiting gauge at the previous one. */
-  private runningSeen: number[] = [];
-  private lastWaiting = 0;
-  /** Reserved slots the engine did not show free at the previous reading. */
-  private lastShort = 0;
+  private readonly gauges = new EngineGaugeReadings();
   /** Waiting requests the cruising limit keeps inside the engine (its first readings' mean), and how many readings made it. */
   private lookahead: { sum: number; readings: number } | undefined;
   /** Readings in a row the engine had room. */
@@ -275,31 +270,15 @@ export class EngineCapacity {
   /**
    * Load gauges scraped from the engine at `at` (see engineLoadFrom). `inUse`: Spool's requests
    * on the replica then, with the slots kept free for interactive requests. `freeWanted`: the
-   * slots of this process's part of the interactive reserve that none of its interactive requests
-   * uses, which the engine should show free.
+   * slots of this process's part of the interactive reserve that interactive requests (its own,
+   * and on average other processes') leave unused, which the engine should show free.
    */
   observeLoad(load: EngineLoad, at: number, inUse: number = this.limit, freeWanted = 0): void {
     this.load = { value: load, at };
     if (this.held && at >= this.held.until) this.held = undefined;
     if (load.waiting === undefined) return;
     this.mode = 'gauges';
-    const waiting = Math.min(load.waiting, this.lastWaiting);
-    this.lastWaiting = load.waiting;
-    const running = load.running ?? 0;
-    // The engine's full batch is what it runs while requests wait, or the most it ran: a reading
-    // with nothing waiting says only that nobody asked for more (slots held free for interactive
-    // requests would otherwise, 10 s later, read as the engine's size, and the next reserve come
-    // off that).
-    if (load.waiting > 0 || this.runningSeen.length === 0 || running > Math.max(...this.runningSeen)) {
-      this.runningSeen.push(running);
-      if (this.runningSeen.length > PEAK_READINGS) this.runningSeen.shift();
-    }
-    const peak = Math.max(...this.runningSeen);
-    // Reserved slots the engine does not show free, at two readings in a row (an interactive
-    // request of another process takes one for a moment).
-    const shortNow = Math.max(0, freeWanted - Math.max(0, peak - running));
-    const short = Math.min(shortNow, this.lastShort);
-    this.lastShort = shortNow;
+    const { running, waiting, peak, short } = this.gauges.read(load.running ?? 0, load.waiting, freeWanted);
     // While it searches, throughput decides; the lookahead is what the limit it settles on keeps
     // waiting, once the change's own round trip has passed (the queue a probe made drains first).
     if (this.search.phase !== 'cruise') {
