@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RecordedEvent, comparePositions } from '../src/event-store/event-store.js';
+import { type RecordedEvent, WrongExpectedRevisionError, comparePositions } from '../src/event-store/event-store.js';
 import { PostgresEventStore } from '../src/event-store/postgres-event-store.js';
 import { POSTGRES_MIGRATIONS } from '../src/event-store/postgres-schema.js';
 import { packageRoot } from '../src/platform/package-root.js';
@@ -90,6 +90,63 @@ describe('the PostgreSQL log: an order that readers cannot skip', () => {
     } finally {
       await client.end();
       await Promise.all(stores.map((store) => store.close()));
+    }
+  });
+  // A log written by a Spool at schema version 2 (an earlier release's append function) is
+  // migrated at start and carries on: its events keep their positions, a retry of an append made
+  // under version 2 is still known as one, and a stale expected revision is still refused.
+  it('migrates a log written at an earlier schema version and carries on appending to it', async () => {
+    const { default: pg } = await import('pg');
+    const admin = new pg.Client({ connectionString: orderServer.url });
+    await admin.connect();
+    const url = new URL(orderServer.url);
+    url.pathname = '/spool_v2_log';
+    try {
+      await admin.query('CREATE DATABASE spool_v2_log');
+      const old = new pg.Client({ connectionString: url.toString() });
+      await old.connect();
+      await old.query('CREATE TABLE spool_schema (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+      for (const [index, migration] of POSTGRES_MIGRATIONS.slice(0, 2).entries()) {
+        await old.query(migration);
+        await old.query('INSERT INTO spool_schema (version) VALUES ($1)', [index + 1]);
+      }
+      const first = { stream: 'batch-a', expected: 'no_stream', events: [{ id: 'e1', type: 'BatchCreated', data: { n: 1 }, metadata: {} }, { id: 'e2', type: 'BatchValidated', data: { n: 2 }, metadata: {} }] };
+      const second = { stream: 'batch-b', expected: 'any', events: [{ id: 'e3', type: 'BatchCreated', data: { n: 3 }, metadata: {} }] };
+      const written = (await old.query<{ outcomes: unknown }>('SELECT spool_append_group($1::json, $2::bigint) AS outcomes', [JSON.stringify([first, second]), '1']))
+        .rows[0]!.outcomes;
+      expect(written).toEqual([
+        { revision: '1', position: '2' },
+        { revision: '0', position: '3' },
+      ]);
+      await old.end();
+
+      const store = new PostgresEventStore(url.toString());
+      try {
+        await store.headPosition();
+        const check = new pg.Client({ connectionString: url.toString() });
+        await check.connect();
+        expect((await check.query('SELECT version FROM spool_schema ORDER BY version')).rows.map((row: { version: number }) => row.version)).toEqual(POSTGRES_MIGRATIONS.map((_, index) => index + 1));
+        await check.end();
+        // A retry of the one-event append made under version 2: the same position, nothing written.
+        const retried = await store.appendToStream('batch-b', [{ id: 'e3', type: 'BatchCreated', data: { n: 3 }, metadata: { schemaVersion: 1 } }], { expectedRevision: 'no_stream' });
+        expect(retried.nextExpectedRevision).toBe(0n);
+        await expect(store.appendToStream('batch-a', [{ id: 'e4', type: 'BatchCompleted', data: {}, metadata: { schemaVersion: 1 } }], { expectedRevision: 0n })).rejects.toThrow(WrongExpectedRevisionError);
+        const appended = await store.appendToStream('batch-a', [{ id: 'e4', type: 'BatchCompleted', data: { n: 4 }, metadata: { schemaVersion: 1 } }], { expectedRevision: 1n });
+        expect(appended.nextExpectedRevision).toBe(2n);
+        const all = await store.readAll({ maxCount: 10 });
+        expect(all.map((event) => [event.id, event.streamName, event.revision])).toEqual([
+          ['e1', 'batch-a', 0n],
+          ['e2', 'batch-a', 1n],
+          ['e3', 'batch-b', 0n],
+          ['e4', 'batch-a', 2n],
+        ]);
+        expect(all.map((event) => event.data)).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await admin.query('DROP DATABASE IF EXISTS spool_v2_log WITH (FORCE)');
+      await admin.end();
     }
   });
 });

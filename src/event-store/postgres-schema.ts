@@ -82,4 +82,74 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      RETURN array_to_json(outcomes);
    END
    $$`,
+  // 3: version 2's function with the same outcomes, at about 40% less of the server's time an
+  // append (about 330 → 200 µs; bench §14 has the figures). An append of one event (the common case) looks its id up with `=`, not
+  // `= ANY(array)`: PostgreSQL plans an array comparison anew on every call (its generic plan is
+  // costed above the custom one), about 90 µs each time; one statement asks both whether the events
+  // are held and the stream's last revision; the held events are listed only when there are some.
+  // The plans stay PostgreSQL's own choice (a forced generic plan, made while the table was still
+  // small, scanned it whole for as long as the connection lived).
+  `CREATE OR REPLACE FUNCTION spool_append_group(appends json, recorded_at bigint) RETURNS json
+   LANGUAGE plpgsql AS $$
+   DECLARE
+     next_position bigint;
+     item json;
+     events json;
+     stream text;
+     ids text[];
+     held boolean;
+     last_revision bigint;
+     expected text;
+     first_revision bigint;
+     n integer;
+     outcomes json[] := '{}';
+     wrote boolean := false;
+   BEGIN
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_KEY});
+     SELECT coalesce(max(position), 0) + 1 INTO next_position FROM spool_events;
+     FOR item IN SELECT value FROM json_array_elements(appends) LOOP
+       events := item->'events';
+       stream := item->>'stream';
+       n := json_array_length(events);
+       IF n = 1 THEN
+         ids := ARRAY[events->0->>'id'];
+         SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ids[1]), (SELECT max(revision) FROM spool_events WHERE stream_name = stream)
+           INTO held, last_revision;
+       ELSE
+         ids := ARRAY(SELECT e->>'id' FROM json_array_elements(events) AS e);
+         SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ANY(ids)), (SELECT max(revision) FROM spool_events WHERE stream_name = stream)
+           INTO held, last_revision;
+       END IF;
+       IF held THEN
+         outcomes := outcomes || (SELECT json_build_object('found', json_agg(json_build_object('event_id', event_id, 'stream_name', stream_name, 'revision', revision::text, 'position', position::text)))
+                                    FROM spool_events WHERE event_id = ANY(ids));
+         CONTINUE;
+       END IF;
+       expected := item->>'expected';
+       IF NOT (expected = 'any'
+               OR (expected = 'no_stream' AND last_revision IS NULL)
+               OR (expected = 'stream_exists' AND last_revision IS NOT NULL)
+               OR (last_revision IS NOT NULL AND expected = last_revision::text)) THEN
+         outcomes := outcomes || json_build_object('wrong', coalesce(last_revision::text, 'no_stream'));
+         CONTINUE;
+       END IF;
+       first_revision := coalesce(last_revision + 1, 0);
+       IF n = 1 THEN
+         INSERT INTO spool_events (position, event_id, stream_name, revision, type, data, metadata, recorded_at)
+           VALUES (next_position, ids[1], stream, first_revision, events->0->>'type', events->0->'data', events->0->'metadata', recorded_at);
+       ELSE
+         INSERT INTO spool_events (position, event_id, stream_name, revision, type, data, metadata, recorded_at)
+           SELECT next_position + i - 1, e->>'id', stream, first_revision + i - 1, e->>'type', e->'data', e->'metadata', recorded_at
+           FROM json_array_elements(events) WITH ORDINALITY AS x(e, i);
+       END IF;
+       outcomes := outcomes || json_build_object('revision', (first_revision + n - 1)::text, 'position', (next_position + n - 1)::text);
+       next_position := next_position + n;
+       wrote := true;
+     END LOOP;
+     IF wrote THEN
+       PERFORM pg_notify('spool_events', '');
+     END IF;
+     RETURN array_to_json(outcomes);
+   END
+   $$`,
 ];
