@@ -42,13 +42,18 @@ export function postgresStoreSections(results: Results, format: ResultsFormat): 
   const section = [
     '## 14. The PostgreSQL event store against bare SQL',
     '',
-    `${when(results.postgres)} Median of ${p.rounds} rounds; in each, the adapter and the bare loop run back to back (their order alternating) on the same database: ${p.server}.`,
+    `${when(results.postgres)} Median of ${p.rounds} rounds; in each, the adapter and the bare loop run back to back (their order alternating) on the same database${p.previousCommit ? `, and for the appends the previous build's adapter (${p.previousCommit}) in turn with them, on a database of its own on the same server` : ''}: ${p.server}.`,
     '',
     'Appends: one event an append (about 300 bytes of data, as a batch lifecycle event), each awaited before the writer sends its next; through `PostgresEventStore.appendToStream` (a transaction holding the append lock, the stream and event-id checks, the INSERT, NOTIFY, COMMIT; appends of several writers that meet share a transaction) against the same INSERT autocommitted on a connection of each writer, into a table of the same columns and indexes. Catch-up: a catch-up subscription from the start of a log of that many line outcomes (made in SQL) until it has delivered them all, against a bare loop of the same page query. Lag: another process subscribes (its own connections, woken by LISTEN/NOTIFY); this one appends at a steady rate; each event\'s delivery time there less its `recordedAt` (taken at its transaction\'s start, so the commit is included).',
     '',
     '| measure | bare | adapter | adapter / bare | target | |',
     '|---|---|---|---|---|---|',
-    ...p.appends.map((row) => `| appends, ${row.writers} writer${row.writers === 1 ? '' : 's'} (${row.events.toLocaleString('en')} events) | ${fixed(row.bare, 0)}/s | ${fixed(row.adapter, 0)}/s | ${percent(row.ratio)} | ≥ ${percent(APPENDS_OF_BARE)} | ${met(row.ratio >= APPENDS_OF_BARE)} |`),
+    ...p.appends.flatMap((row) => [
+      `| appends, ${row.writers} writer${row.writers === 1 ? '' : 's'} (${row.events.toLocaleString('en')} events) | ${fixed(row.bare, 0)}/s | ${fixed(row.adapter, 0)}/s | ${percent(row.ratio)} | ≥ ${percent(APPENDS_OF_BARE)} | ${met(row.ratio >= APPENDS_OF_BARE)} |`,
+      ...(row.previous !== undefined && row.previousRatio !== undefined
+        ? [`| appends, ${row.writers} writer${row.writers === 1 ? '' : 's'}, previous build (${p.previousCommit ?? 'previous'}) | ${fixed(row.bare, 0)}/s | ${fixed(row.previous, 0)}/s | ${percent(row.previousRatio)} | ≥ ${percent(APPENDS_OF_BARE)} | ${met(row.previousRatio >= APPENDS_OF_BARE)} |`]
+        : []),
+    ]),
     `| catch-up (${p.catchUp.events.toLocaleString('en')} events) | ${fixed(p.catchUp.bare, 0)}/s | ${fixed(p.catchUp.adapter, 0)}/s | ${percent(p.catchUp.ratio)} | ≥ ${percent(CATCH_UP_OF_BARE)} | ${met(p.catchUp.ratio >= CATCH_UP_OF_BARE)} |`,
     `| lag, ${p.lag.ratePerSecond.toLocaleString('en')} appends/s (${p.lag.events.toLocaleString('en')} events) | | p50 ${fixed(p.lag.p50Ms, 0)} ms, p99 ${fixed(p.lag.p99Ms, 0)} ms, max ${fixed(p.lag.maxMs, 0)} ms | | p99 ≤ ${LAG_P99_MS} ms | ${met(p.lag.p99Ms <= LAG_P99_MS)} |`,
     '',

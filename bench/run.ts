@@ -149,7 +149,10 @@ try {
     };
     log('history', (results.history = stamp(await benchHistory(options))).data);
   }
-  if (selected.has('postgres')) log('postgres', (results.postgres = stamp(await benchPostgresStore({ rounds }))).data);
+  if (selected.has('postgres')) {
+    const previous = previousBuild();
+    log('postgres', (results.postgres = stamp(await benchPostgresStore({ rounds, ...(previous ? { previous } : {}) }))).data);
+  }
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });
 }
