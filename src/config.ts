@@ -1,5 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
+import { type KafkaSecurity, type PostgresTls, kafkaSecurityFromEnvironment, postgresTlsFromUrl, secretFromEnvironment } from './platform/connection-security.js';
 import { bucketNameProblem } from './platform/s3-bucket-names.js';
 import { type S3Location, parseS3Url } from './platform/s3-location.js';
 
@@ -11,8 +12,10 @@ export interface Config {
   readonly apiKey: string | undefined;
   /** An EventStoreDB/KurrentDB connection string; undefined: the embedded SQLite event store. */
   readonly eventStoreUrl: string | undefined;
-  /** PGPASSWORD: the PostgreSQL event store's password where EVENTSTORE_URL names none (kept out of the URL, from a secret). */
+  /** PGPASSWORD_FILE's contents or PGPASSWORD: the PostgreSQL event store's password where EVENTSTORE_URL names none (kept out of the URL, from a secret). */
   readonly eventStorePassword: string | undefined;
+  /** The PostgreSQL event store's TLS (sslmode in EVENTSTORE_URL or PGSSLMODE); undefined: none. */
+  readonly eventStoreTls: PostgresTls | undefined;
   /** The embedded event store's file (DATA_DIR/events.sqlite unless EVENTSTORE_URL is file:PATH). */
   readonly eventsFile: string;
   /** Kafka for the message log; undefined: the embedded in-process message log. */
@@ -116,6 +119,8 @@ export interface KafkaConfig {
   readonly sessionTimeoutMs: number;
   /** Partitions of each topic created by Spool (the inference topic gets twice as many). */
   readonly partitions: number;
+  /** TLS and SASL to the brokers (KAFKA_SSL*, KAFKA_SASL*). */
+  readonly security: KafkaSecurity;
 }
 
 export class ConfigError extends Error {
@@ -158,6 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
 
   const eventStoreRaw = value('EVENTSTORE_URL');
   let eventStoreUrl: string | undefined;
+  let eventStoreTls: PostgresTls | undefined;
   let eventsFile = resolve(dataDir, 'events.sqlite');
   if (eventStoreRaw?.startsWith('file:')) {
     // The embedded store in a file of one's choice: processes on one machine may share it.
@@ -168,7 +174,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     // PostgreSQL: the connection string as libpq and node-postgres read it (sslmode and the rest in its query).
     try {
       if (new URL(eventStoreRaw).hostname === '' && !/[?&]host=/.test(eventStoreRaw)) problems.push('EVENTSTORE_URL=postgres://… needs a host');
-      else eventStoreUrl = eventStoreRaw;
+      else ({ connectionString: eventStoreUrl, tls: eventStoreTls } = postgresTlsFromUrl(eventStoreRaw, value, cwd, problems));
     } catch {
       problems.push(`EVENTSTORE_URL is not a valid postgres:// connection string`);
     }
@@ -191,6 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       clientId: value('KAFKA_CLIENT_ID') ?? 'spool',
       sessionTimeoutMs: integer('KAFKA_SESSION_TIMEOUT_MS', 30_000, 6_000, 300_000),
       partitions: integer('KAFKA_PARTITIONS', 8, 1, 1024),
+      security: kafkaSecurityFromEnvironment(value, cwd, problems),
     };
   }
 
@@ -287,6 +294,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   };
   if (http.requestMs !== 0 && http.requestMs < http.headersMs) problems.push('HTTP_REQUEST_TIMEOUT_SECONDS must be 0 (none) or at least HTTP_HEADERS_TIMEOUT_SECONDS');
 
+  const eventStorePassword = secretFromEnvironment(value, 'PGPASSWORD', cwd, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -294,7 +302,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     dataDir,
     apiKey,
     eventStoreUrl,
-    eventStorePassword: value('PGPASSWORD'),
+    eventStorePassword,
+    eventStoreTls,
     eventsFile,
     kafka,
     blobStore,

