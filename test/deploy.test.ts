@@ -386,3 +386,102 @@ describe('deploy/Dockerfile', () => {
     for (const entry of ['node_modules', '.git', 'data', '.cache']) expect(ignored, entry).toContain(entry);
   });
 });
+
+// The Kubernetes manifests as the kustomize base an operator applies (`kubectl apply -k deploy/k8s`),
+// rendered by kubectl itself where it is installed.
+const kubectl = (() => {
+  try {
+    execFileSync('kubectl', ['version', '--client'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe.skipIf(!kubectl)(`deploy/k8s as a kustomize base${kubectl ? '' : ' (skipped: no kubectl on this machine)'}`, () => {
+  const rendered = () => parseAllDocuments(execFileSync('kubectl', ['kustomize', join(packageRoot, 'deploy/k8s')], { encoding: 'utf8' })).map((document) => document.toJS() as any);
+
+  it('renders every manifest into the namespace spool, with the namespace itself', () => {
+    const documents = rendered();
+    const namespace = documents.find((d) => d.kind === 'Namespace');
+    expect(namespace?.metadata.name).toBe('spool');
+    expect(namespace?.metadata.labels['pod-security.kubernetes.io/enforce']).toBeDefined();
+    for (const document of documents.filter((d) => d.kind !== 'Namespace')) expect(document.metadata.namespace, `${document.kind} ${document.metadata.name}`).toBe('spool');
+    // Everything the plain files hold is in the base.
+    const names = new Set(documents.map((d) => `${d.kind}/${d.metadata.name}`));
+    for (const document of kubernetesDocuments.filter((d) => d.kind && d.kind !== 'Kustomization')) expect(names, `${document.kind}/${document.metadata.name}`).toContain(`${document.kind}/${document.metadata.name}`);
+  });
+
+  it('lets nothing in but the API port, traffic within the namespace and the metrics scrape', () => {
+    const policies = rendered().filter((d) => d.kind === 'NetworkPolicy');
+    const denyAll = policies.find((p) => Object.keys(p.spec.podSelector).length === 0 && p.spec.policyTypes.includes('Ingress') && !p.spec.ingress);
+    expect(denyAll, 'a default deny of ingress').toBeDefined();
+    const api = policies.find((p) => p.spec.podSelector.matchLabels?.role === 'api');
+    const apiDeployment = workloads.find((d) => d.metadata.name === 'spool-api');
+    const apiPort = apiDeployment.spec.template.spec.containers[0].ports[0].containerPort;
+    expect(api.spec.ingress[0].ports).toEqual([{ protocol: 'TCP', port: apiPort }]);
+    const scrape = policies.find((p) => p.metadata.name === 'spool-metrics-scrape');
+    expect(scrape.spec.podSelector.matchLabels).toEqual({ app: 'spool' });
+    // Every Spool pod serves /metrics on the port its annotation names, which the policy opens.
+    for (const workload of longRunning.filter((d) => d.spec.template.metadata.labels.app === 'spool')) {
+      expect(String(scrape.spec.ingress[0].ports[0].port)).toBe(workload.spec.template.metadata.annotations['prometheus.io/port']);
+    }
+  });
+
+  it('keeps a disruption budget on every Spool role that runs more than one replica, each selecting its pods', () => {
+    const documents = rendered();
+    const budgets = documents.filter((d) => d.kind === 'PodDisruptionBudget');
+    const deployments = documents.filter((d) => d.kind === 'Deployment' && d.spec.template.metadata.labels.app === 'spool');
+    for (const deployment of deployments.filter((d) => d.spec.replicas > 1)) {
+      const labels = deployment.spec.template.metadata.labels;
+      const budget = budgets.find((b) => Object.entries(b.spec.selector.matchLabels).every(([key, value]) => labels[key] === value));
+      expect(budget, `a budget for ${deployment.metadata.name}`).toBeDefined();
+      expect(budget.spec.maxUnavailable ?? deployment.spec.replicas - budget.spec.minAvailable).toBeLessThan(deployment.spec.replicas);
+    }
+    // No budget selects nothing.
+    for (const budget of budgets) expect(deployments.some((d) => Object.entries(budget.spec.selector.matchLabels).every(([key, value]) => d.spec.template.metadata.labels[key] === value)), budget.metadata.name).toBe(true);
+  });
+
+  it('gives the API the jobs to reserve from a generated ConfigMap, a JOBS_FILE the service reads', async () => {
+    const documents = rendered();
+    const api = documents.find((d) => d.kind === 'Deployment' && d.metadata.name === 'spool-api');
+    const container = api.spec.template.spec.containers[0];
+    const jobsFile = container.env.find((e: any) => e.name === 'JOBS_FILE').value as string;
+    const mount = container.volumeMounts.find((m: any) => jobsFile.startsWith(`${m.mountPath}/`));
+    const volume = api.spec.template.spec.volumes.find((v: any) => v.name === mount.name);
+    const configMap = documents.find((d) => d.kind === 'ConfigMap' && d.metadata.name === volume.configMap.name);
+    expect(configMap.metadata.name).toMatch(/^spool-jobs-[a-z0-9]+$/);
+    const file = join(tempDir('deploy-jobs'), 'jobs.json');
+    writeFileSync(file, configMap.data[jobsFile.slice(mount.mountPath.length + 1)]);
+    const { readJobDefinitions } = await import('../src/application/job-definitions-file.js');
+    const jobs = readJobDefinitions(file);
+    expect(jobs.length).toBeGreaterThan(0);
+    // The jobs' models are ones the fleet serves.
+    const fleet = JSON.parse(documents.find((d) => d.kind === 'ConfigMap' && d.metadata.name === 'spool-config').data['fleet.json']) as { models: Record<string, unknown> };
+    for (const job of jobs) expect(Object.keys(fleet.models)).toContain(job.model);
+  });
+});
+
+describe('deploy/prometheus/spool-rules.yaml', () => {
+  const rules = (parse(read('deploy/prometheus/spool-rules.yaml')) as { groups: Array<{ rules: Array<{ alert: string; expr: string; for?: string; labels: Record<string, string>; annotations: Record<string, string> }> }> }).groups.flatMap((group) => group.rules);
+
+  it('alerts only on series a running Spool serves, each with a severity, a summary and a description', async () => {
+    const { startTestService } = await import('./support/service.js');
+    const service = await startTestService();
+    let metrics: string;
+    try {
+      metrics = await (await fetch(`${service.url}/metrics`)).text();
+    } finally {
+      await service.close();
+    }
+    const served = new Set([...metrics.matchAll(/^# TYPE (\S+) (\S+)$/gm)].flatMap(([, name, type]) => (type === 'histogram' ? [`${name}_count`, `${name}_sum`, `${name}_bucket`] : [name!])));
+    expect(rules.length).toBeGreaterThan(5);
+    for (const rule of rules) {
+      const series = [...rule.expr.matchAll(/\b(spool_[a-z0-9_]+)/g)].map(([name]) => name!);
+      for (const name of series) expect(served, `${rule.alert}: ${name}`).toContain(name);
+      expect(['critical', 'warning'], rule.alert).toContain(rule.labels.severity);
+      expect(rule.annotations.summary, rule.alert).toBeTruthy();
+      expect(rule.annotations.description, rule.alert).toBeTruthy();
+    }
+  }, 60_000);
+});
