@@ -78,7 +78,10 @@ describe('configuration', () => {
   });
 
   it('takes a postgres:// or postgresql:// EVENTSTORE_URL as the PostgreSQL event store, and refuses one without a host', () => {
-    expect(loadConfig({ EVENTSTORE_URL: 'postgres://spool:secret@db:5432/spool?sslmode=require' }).eventStoreUrl).toBe('postgres://spool:secret@db:5432/spool?sslmode=require');
+    // TLS is taken out of the URL and set by Spool itself, with libpq's meaning of each sslmode.
+    const withTls = loadConfig({ EVENTSTORE_URL: 'postgres://spool:secret@db:5432/spool?sslmode=require&application_name=spool' });
+    expect(withTls.eventStoreUrl).toBe('postgres://spool:secret@db:5432/spool?application_name=spool');
+    expect(withTls.eventStoreTls).toEqual({ mode: 'require' });
     expect(loadConfig({ EVENTSTORE_URL: 'postgresql://db/spool' }).eventStoreUrl).toBe('postgresql://db/spool');
     expect(() => loadConfig({ EVENTSTORE_URL: 'postgres:///spool' })).toThrow(/EVENTSTORE_URL=postgres:\/\/… needs a host/);
   });
