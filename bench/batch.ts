@@ -40,6 +40,8 @@ export interface UpstreamStats {
   served: number;
   maxActive: number;
   meanActive: number;
+  /** Mean requests in service per quarter second, from the first request. */
+  timeline?: number[];
   /** With a prefix cache: approximate prompt tokens, and those found cached, since the last read. */
   promptTokens?: number;
   cachedTokens?: number;
@@ -268,7 +270,25 @@ export async function benchBatch(options: {
           let client: Omit<SpoolBatchRun, 'peakRssMiB'>;
           let rss: number;
           try {
+            // BENCH_TIMELINE=1: each inference processor's learned limit, engine requests in flight
+            // and batch concurrency, read from its /metrics every 250 ms while the batch runs.
+            const gauges: string[] = [];
+            const sampling = process.env.BENCH_TIMELINE
+              ? setInterval(() => {
+                  void Promise.all(
+                    ['inference-1', 'inference-2'].map(async (name) => {
+                      const text = await (await fetch(`${deployment.urls[name]}/metrics`)).text();
+                      const read = (series: string) => [...text.matchAll(new RegExp(`^${series}\\{[^}]*\\} (\\S+)$`, 'gm'))].map((match) => Number(match[1])).reduce((sum, value) => sum + value, 0);
+                      return `${read('spool_engine_concurrency_limit')}/${read('spool_engine_requests_in_flight')}/${read('spool_batch_concurrency')}/${read('spool_scheduler_queue_depth')}`;
+                    }),
+                  ).then((values) => gauges.push(values.join(' ')), () => undefined);
+                }, 250)
+              : undefined;
             client = await runSpoolBatch(deployment.url, input, options.lines);
+            if (sampling) {
+              clearInterval(sampling);
+              process.stdout.write(`gauges per 250 ms (limit/in flight/batch concurrency/queued, inference-1 inference-2):\n${gauges.join('\n')}\n`);
+            }
             spread = await deployment.inferenceHandled();
           } finally {
             rss = Math.max(...Object.values(deployment.peakRss()));
@@ -284,6 +304,8 @@ export async function benchBatch(options: {
         if (stats.maxActive > options.concurrency || bareStats.maxActive > options.concurrency) throw new Error(`the upstream held ${stats.maxActive} requests at once`);
         if (stats.served !== options.lines || bareStats.served !== options.lines) throw new Error(`the upstream served ${bareStats.served} and ${stats.served} requests, not ${options.lines}`);
         inFlight.push({ baseline: bareStats.meanActive, spool: stats.meanActive });
+        // BENCH_TIMELINE=1: where a side loses requests in service (the start, the steady run, the end).
+        if (process.env.BENCH_TIMELINE) for (const [side, of] of [['bare', bareStats], ['spool', stats]] as const) process.stdout.write(`timeline ${side} (per 250 ms): ${(of.timeline ?? []).map((value) => value.toFixed(0)).join(' ')}\n`);
         events = database ? await eventCount(database) : [...eventTimes(dataDir).values()].reduce((sum, row) => sum + row.count, 0);
         spool.push(run);
         ratios.push(bare / run.seconds);

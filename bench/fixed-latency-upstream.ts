@@ -73,10 +73,20 @@ const started: Array<{ marker: string; priority: number }> = [];
 let integral = 0;
 let changedAt = 0;
 let firstAt = 0;
+/** The same integral per quarter second from the first request: the requests in service over time. */
+const TIMELINE_MS = 250;
+let timeline: number[] = [];
 const track = (delta: number) => {
   const now = performance.now();
   if (firstAt === 0) firstAt = changedAt = now;
   integral += active * (now - changedAt);
+  // Bucket by bucket, by index (a boundary computed in floating point could equal `from` forever).
+  const last = Math.floor((now - firstAt) / TIMELINE_MS);
+  for (let bucket = Math.floor((changedAt - firstAt) / TIMELINE_MS); bucket <= last; bucket++) {
+    const from = Math.max(changedAt, firstAt + bucket * TIMELINE_MS);
+    const to = Math.min(now, firstAt + (bucket + 1) * TIMELINE_MS);
+    if (to > from) timeline[bucket] = (timeline[bucket] ?? 0) + active * (to - from);
+  }
   changedAt = now;
   active += delta;
 };
@@ -179,10 +189,11 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
     if (request.url === '/stats') {
       const meanActive = changedAt > firstAt ? integral / (changedAt - firstAt) : 0;
       const tokens = prompts ? { promptTokens: prompts.promptTokens, cachedTokens: prompts.cachedTokens } : {};
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ served, maxActive, meanActive, latencyByPriority: latencySummary(), ...tokens }));
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ served, maxActive, meanActive, timeline: Array.from(timeline, (integral) => (integral ?? 0) / TIMELINE_MS), latencyByPriority: latencySummary(), ...tokens }));
       // Each /stats read starts a new measurement window (the cache itself stays warm).
       if (prompts) prompts.promptTokens = prompts.cachedTokens = 0;
       integral = 0;
+      timeline = [];
       firstAt = 0;
       served = 0;
       maxActive = active;
