@@ -5,6 +5,15 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/platform/package-root.js';
 
+/**
+ * Every child started here that is still running when this process exits (a test that timed out
+ * before it could stop one) is killed then, rather than left running on the machine.
+ */
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
 /** Starts a node script and resolves once a line of its output matches; returns the match too. */
 export function startNode(
   script: string,
@@ -19,6 +28,8 @@ export function startNode(
   return new Promise((resolve, reject) => {
     const [command, ...before] = [...launcher, process.execPath];
     const child = spawn(command!, [...before, ...nodeArgs, script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(child);
+    child.once('exit', () => children.delete(child));
     let output = '';
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
