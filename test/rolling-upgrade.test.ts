@@ -106,7 +106,7 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
     const schemaBefore = await schemaVersion();
     // Slow answers while the processes are replaced, so that the batch runs through every step.
     engine.latencyMs = 500;
-    const total = 800;
+    const total = 1600;
     const client = clientOf('api-2');
     const input = await client.files.create({ file: await toFile(Buffer.from(`${Array.from({ length: total }, (_, index) => chatLine(`u${index}`, `line ${index}`)).join('\n')}\n`), 'upgrade.jsonl'), purpose: 'batch' });
     const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'upgrade-job' });
