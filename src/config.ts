@@ -171,7 +171,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     if (path === '') problems.push('EVENTSTORE_URL=file:PATH needs a path');
     else eventsFile = isAbsolute(path) ? path : resolve(cwd, path);
   } else if (eventStoreRaw !== undefined && /^postgres(ql)?:\/\//.test(eventStoreRaw)) {
-    // PostgreSQL: the connection string as libpq and node-postgres read it (sslmode and the rest in its query).
+    // PostgreSQL: the connection string as libpq reads it; its TLS parameters (sslmode, sslrootcert,
+    // sslcert, sslkey, or the PGSSL* variables) are taken out and applied by Spool (connection-security.ts).
     try {
       if (new URL(eventStoreRaw).hostname === '' && !/[?&]host=/.test(eventStoreRaw)) problems.push('EVENTSTORE_URL=postgres://… needs a host');
       else ({ connectionString: eventStoreUrl, tls: eventStoreTls } = postgresTlsFromUrl(eventStoreRaw, value, cwd, problems));

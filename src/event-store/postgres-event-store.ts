@@ -98,14 +98,14 @@ export class PostgresEventStore implements EventStore {
     connectionString: string,
     /**
      * `password`: used where the connection string names none (PGPASSWORD, from a secret). `tls`:
-     * the connection's TLS (connection-security.ts), where the connection string carries no
-     * ssl parameters of its own.
+     * the connection's TLS (connection-security.ts), `false` for none whatever the environment's
+     * PGSSLMODE says; unset, node-postgres reads the connection string's ssl parameters itself.
      */
-    options: { password?: string; tls?: PostgresTls } = {},
+    options: { password?: string; tls?: PostgresTls | false } = {},
   ) {
     // Put into the URL the client reads (its own password option gives way to the URL's, even an absent one).
     this.connectionString = withPassword(connectionString, options.password);
-    this.ssl = options.tls ? postgresSslOption(options.tls) : undefined;
+    this.ssl = options.tls === undefined ? undefined : postgresSslOption(options.tls || undefined);
     this.pool = new pg.Pool({ connectionString: this.connectionString, types: RAW_TYPES, max: 8, ...(this.ssl !== undefined ? { ssl: this.ssl } : {}) });
     // An idle connection that the server drops is replaced at the next query; its error is not the caller's.
     this.pool.on('error', () => undefined);

@@ -26,7 +26,7 @@ export async function openEventStore(config: Config): Promise<EventStore> {
   let inner: EventStore;
   if (config.eventStoreUrl && /^postgres(ql)?:\/\//.test(config.eventStoreUrl)) {
     const { PostgresEventStore } = await import('../event-store/postgres-event-store.js');
-    inner = new PostgresEventStore(config.eventStoreUrl, { ...(config.eventStorePassword === undefined ? {} : { password: config.eventStorePassword }), ...(config.eventStoreTls ? { tls: config.eventStoreTls } : {}) });
+    inner = new PostgresEventStore(config.eventStoreUrl, { ...(config.eventStorePassword === undefined ? {} : { password: config.eventStorePassword }), tls: config.eventStoreTls ?? false });
   } else if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('../event-store/eventstoredb-event-store.js');
     inner = new EventStoreDbEventStore(config.eventStoreUrl);
