@@ -105,7 +105,7 @@ export class PostgresEventStore implements EventStore {
   ) {
     // Put into the URL the client reads (its own password option gives way to the URL's, even an absent one).
     this.connectionString = withPassword(connectionString, options.password);
-    this.ssl = options.tls === undefined ? undefined : postgresSslOption(options.tls || undefined);
+    this.ssl = options.tls === undefined ? undefined : postgresSslOption(options.tls);
     this.pool = new pg.Pool({ connectionString: this.connectionString, types: RAW_TYPES, max: 8, ...(this.ssl !== undefined ? { ssl: this.ssl } : {}) });
     // An idle connection that the server drops is replaced at the next query; its error is not the caller's.
     this.pool.on('error', () => undefined);

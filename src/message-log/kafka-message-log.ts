@@ -10,7 +10,7 @@ import {
   type TopicSpec,
   handlerRetryDelay,
 } from './message-log.js';
-import type { KafkaSecurity } from '../platform/connection-security.js';
+import { type KafkaSecurity, describeKafkaSecurity } from '../platform/connection-security.js';
 import { quietKafkajsNegativeTimeouts } from './kafkajs-timer-warning.js';
 import { partitionKey } from './partition-key.js';
 import { PartitionWindow } from './partition-window.js';
@@ -50,14 +50,14 @@ export class KafkaMessageLog implements MessageLog {
     private readonly settings: KafkaSettings,
     private readonly log: Pick<Logger, 'error' | 'warn' | 'info' | 'debug'>,
   ) {
-    this.description = `kafka ${settings.brokers.join(',')}${settings.security?.tls ? ' (TLS' + (settings.security.sasl ? `, SASL ${settings.security.sasl.mechanism})` : ')') : settings.security?.sasl ? ` (SASL ${settings.security.sasl.mechanism}, no TLS)` : ''}`;
+    this.description = `kafka ${settings.brokers.join(',')}${describeKafkaSecurity(settings.security)}`;
     quietKafkajsNegativeTimeouts();
     const { tls, sasl } = settings.security ?? {};
     this.kafka = new Kafka({
       clientId: settings.clientId,
       brokers: [...settings.brokers],
       // The brokers' certificates are always verified: against KAFKA_SSL_CA_FILE, or the CAs Node trusts.
-      ...(tls ? { ssl: { rejectUnauthorized: true, ...(tls.ca ? { ca: [tls.ca] } : {}), ...(tls.cert ? { cert: tls.cert } : {}), ...(tls.key ? { key: tls.key } : {}) } } : {}),
+      ...(tls ? { ssl: { rejectUnauthorized: true, ...tls } } : {}),
       ...(sasl ? { sasl: { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password } as SASLOptions } : {}),
       retry: RETRY,
       connectionTimeout: 3_000,

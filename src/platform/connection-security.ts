@@ -31,6 +31,11 @@ export interface PostgresTls extends TlsMaterial {
 
 type Lookup = (name: string) => string | undefined;
 
+/** TLS material of the parts given (a part left out is absent, not undefined). */
+function tlsMaterial(ca: string | undefined, cert: string | undefined, key: string | undefined): TlsMaterial {
+  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
+}
+
 /** A file's contents, or a problem naming the variable that pointed at it. */
 function readNamedFile(variable: string, path: string, cwd: string, problems: string[]): string | undefined {
   try {
@@ -79,10 +84,11 @@ export function kafkaSecurityFromEnvironment(value: Lookup, cwd: string, problem
 
   let tls: TlsMaterial | undefined;
   if (tlsWanted) {
-    const ca = pemFile('KAFKA_SSL_CA_FILE', caPath, cwd, problems, 'CERTIFICATE');
-    const cert = pemFile('KAFKA_SSL_CERT_FILE', certPath, cwd, problems, 'CERTIFICATE');
-    const key = pemFile('KAFKA_SSL_KEY_FILE', keyPath, cwd, problems, 'PRIVATE KEY');
-    tls = { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
+    tls = tlsMaterial(
+      pemFile('KAFKA_SSL_CA_FILE', caPath, cwd, problems, 'CERTIFICATE'),
+      pemFile('KAFKA_SSL_CERT_FILE', certPath, cwd, problems, 'CERTIFICATE'),
+      pemFile('KAFKA_SSL_KEY_FILE', keyPath, cwd, problems, 'PRIVATE KEY'),
+    );
   }
 
   let sasl: KafkaSecurity['sasl'];
@@ -134,17 +140,21 @@ export function postgresTlsFromUrl(connectionString: string, value: Lookup, cwd:
     return { connectionString: stripped, tls: undefined };
   }
   if ((cert.path === undefined) !== (key.path === undefined)) problems.push(`${cert.path ? key.where : cert.where} is missing: a client certificate needs its key (sslcert and sslkey go together)`);
-  const ca = root.path !== undefined ? pemFile(root.where, root.path, cwd, problems, 'CERTIFICATE') : undefined;
-  const certificate = cert.path !== undefined ? pemFile(cert.where, cert.path, cwd, problems, 'CERTIFICATE') : undefined;
-  const privateKey = key.path !== undefined ? pemFile(key.where, key.path, cwd, problems, 'PRIVATE KEY') : undefined;
-  return { connectionString: stripped, tls: { mode, ...(ca ? { ca } : {}), ...(certificate ? { cert: certificate } : {}), ...(privateKey ? { key: privateKey } : {}) } };
+  const material = tlsMaterial(pemFile(root.where, root.path, cwd, problems, 'CERTIFICATE'), pemFile(cert.where, cert.path, cwd, problems, 'CERTIFICATE'), pemFile(key.where, key.path, cwd, problems, 'PRIVATE KEY'));
+  return { connectionString: stripped, tls: { mode, ...material } };
 }
 
 /** node-postgres's `ssl` option for a PostgresTls (false: no TLS). */
-export function postgresSslOption(tls: PostgresTls | undefined): false | ConnectionOptions {
+export function postgresSslOption(tls: PostgresTls | false): false | ConnectionOptions {
   if (!tls) return false;
-  const material = { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert } : {}), ...(tls.key ? { key: tls.key } : {}) };
-  if (tls.mode === 'require') return { ...material, rejectUnauthorized: false };
-  if (tls.mode === 'verify-ca') return { ...material, rejectUnauthorized: true, checkServerIdentity: () => undefined };
+  const { mode, ...material } = tls;
+  if (mode === 'require') return { ...material, rejectUnauthorized: false };
+  if (mode === 'verify-ca') return { ...material, rejectUnauthorized: true, checkServerIdentity: () => undefined };
   return { ...material, rejectUnauthorized: true };
+}
+
+/** How a Kafka connection is secured, for the message log's description: ` (TLS, SASL plain)` or nothing. */
+export function describeKafkaSecurity(security: KafkaSecurity | undefined): string {
+  const parts = [security?.tls && 'TLS', security?.sasl && `SASL ${security.sasl.mechanism}`, security?.sasl && !security.tls && 'no TLS'].filter(Boolean);
+  return parts.length > 0 ? ` (${parts.join(', ')})` : '';
 }
