@@ -11,7 +11,7 @@ import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { type PostgresServer, startPostgres } from './support/postgres-server.js';
 import { PREVIOUS_RELEASE, previousReleaseCli, previousReleaseUnavailable } from './support/previous-release.js';
 import { startNode } from './support/processes.js';
-import { type ScaleOutEnv, scaleOutEnv } from './support/scale-out-processes.js';
+import { SCALE_OUT_ROLES, type ScaleOutEnv, scaleOutEnv } from './support/scale-out-processes.js';
 import { tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 import { packageRoot } from '../src/platform/package-root.js';
@@ -43,9 +43,9 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
   const thisCli = join(packageRoot, 'dist/src/process/cli.js');
 
   /** Starts (or starts again) a role from a build's CLI, its data under root/name (new each time: read models are rebuilt). */
-  async function start(name: string, args: string[], cli: string): Promise<void> {
+  async function start(name: string, cli: string): Promise<void> {
     const version = cli === thisCli ? 'new' : 'old';
-    const { child, match } = await startNode(cli, args, { ...env, DATA_DIR: join(root, `${name}-${version}`) }, /"url":"(http:\/\/[^"]+)"/);
+    const { child, match } = await startNode(cli, [...SCALE_OUT_ROLES[name]!], { ...env, DATA_DIR: join(root, `${name}-${version}`) }, /"url":"(http:\/\/[^"]+)"/);
     const logFile = join(logs, `${name}-${version}.log`);
     child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
     child.stderr?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
@@ -62,9 +62,9 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
       await exited;
     }
   }
-  const upgrade = async (name: string, args: string[]) => {
+  const upgrade = async (name: string) => {
     await stopRole(name);
-    await start(name, args, thisCli);
+    await start(name, thisCli);
   };
   const clientOf = (name: string) => new OpenAI({ baseURL: `${urls.get(name)}/v1`, apiKey: 'placeholder', maxRetries: 5 });
   const schemaVersion = async () => {
@@ -83,15 +83,8 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
     [broker, postgres] = await Promise.all([startKafkaBroker({ dir: join(root, 'kafka') }), startPostgres()]);
     env = scaleOutEnv({ eventStoreUrl: postgres.url, s3Prefix: `rolling-upgrade-${randomUUID()}`, brokers: broker.brokers, engineUrl: engine.url });
     // The previous release everywhere, as the deployment runs before the upgrade.
-    await start('api-1', ['serve'], previousCli);
-    await Promise.all([
-      start('api-2', ['serve'], previousCli),
-      start('relay', ['relay'], previousCli),
-      start('validator', ['processor', 'validator'], previousCli),
-      start('inference-1', ['processor', 'inference'], previousCli),
-      start('inference-2', ['processor', 'inference'], previousCli),
-      start('finalizer', ['processor', 'finalizer'], previousCli),
-    ]);
+    await start('api-1', previousCli);
+    await Promise.all(Object.keys(SCALE_OUT_ROLES).filter((name) => name !== 'api-1').map((name) => start(name, previousCli)));
     expect((await reserveJob(urls.get('api-1')!, { job_id: 'upgrade-job', model: 'tiny-chat', use_case: 'upgrade', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
   }, 300_000);
 
@@ -114,17 +107,17 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
     await waitFor(async () => (await progress()) >= 0.05, 'a twentieth of the batch done on the previous release');
 
     // 1. The inference processors, one after the other: the first new process migrates the schema.
-    await upgrade('inference-1', ['processor', 'inference']);
+    await upgrade('inference-1');
     expect(await schemaVersion()).toBe(POSTGRES_MIGRATIONS.length);
-    await upgrade('inference-2', ['processor', 'inference']);
+    await upgrade('inference-2');
     // 2. The other processors, then the relay (one pod, Recreate).
-    await upgrade('validator', ['processor', 'validator']);
-    await upgrade('finalizer', ['processor', 'finalizer']);
-    await upgrade('relay', ['relay']);
+    await upgrade('validator');
+    await upgrade('finalizer');
+    await upgrade('relay');
     // 3. The API processes one at a time; the client uses the one not being replaced.
-    await upgrade('api-1', ['serve']);
+    await upgrade('api-1');
     expect(await progress()).toBeLessThan(1);
-    await upgrade('api-2', ['serve']);
+    await upgrade('api-2');
     const stillRunning = await clientOf('api-1').batches.retrieve(batch.id);
     expect(stillRunning.status, 'the batch ran through the whole upgrade').toBe('in_progress');
     engine.latencyMs = 10;

@@ -10,19 +10,11 @@ import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
 import { NetworkHosts, networkHostsUnavailable } from './support/network-hosts.js';
 import { type PostgresServer, startPostgres } from './support/postgres-server.js';
-import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
+import { type ScaleOutEnv, scaleOutEnv, SCALE_OUT_ROLES, startLoggedRole } from './support/scale-out-processes.js';
 import { tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
-const ROLES: Record<string, string[]> = {
-  'api-1': ['serve'],
-  'api-2': ['serve'],
-  relay: ['relay'],
-  validator: ['processor', 'validator'],
-  'inference-1': ['processor', 'inference'],
-  'inference-2': ['processor', 'inference'],
-  finalizer: ['processor', 'finalizer'],
-};
+const ROLES = SCALE_OUT_ROLES;
 
 const unavailable = networkHostsUnavailable();
 if (unavailable) process.stderr.write(`[scale-out.hosts] skipped: ${unavailable}\n`);
@@ -53,7 +45,7 @@ describe.skipIf(unavailable !== undefined)('scaled out across hosts, over Postgr
   let env: ScaleOutEnv;
 
   async function start(name: string): Promise<void> {
-    const { child, url } = await startLoggedRole(name, ROLES[name]!, { ...env, HOST: network.address(name) }, { root, logs }, network.launcher(name));
+    const { child, url } = await startLoggedRole(name, [...ROLES[name]!], { ...env, HOST: network.address(name) }, { root, logs }, network.launcher(name));
     processes.set(name, child);
     urls.set(name, url);
   }

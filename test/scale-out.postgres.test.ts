@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
+import { SCALE_OUT_ROLES, type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
 import { batchProgress, chatLine, createBatch, fileLines, reserveJob, waitFor, waitForStatus } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
@@ -32,8 +32,8 @@ describe('scaled out over Kafka with the log in PostgreSQL', () => {
   const urls = new Map<string, string>();
   let env: ScaleOutEnv;
 
-  async function start(name: string, args: string[]): Promise<void> {
-    const { child, url } = await startLoggedRole(name, args, env, { root, logs });
+  async function start(name: string): Promise<void> {
+    const { child, url } = await startLoggedRole(name, [...SCALE_OUT_ROLES[name]!], env, { root, logs });
     processes.set(name, child);
     urls.set(name, url);
   }
@@ -44,15 +44,8 @@ describe('scaled out over Kafka with the log in PostgreSQL', () => {
     await engine.start();
     [broker, postgres] = await Promise.all([startKafkaBroker({ dir: join(root, 'kafka') }), startPostgres()]);
     env = scaleOutEnv({ eventStoreUrl: postgres.url, s3Prefix: `scale-out-postgres-${randomUUID()}`, brokers: broker.brokers, engineUrl: engine.url });
-    await start('api-1', ['serve']);
-    await Promise.all([
-      start('api-2', ['serve']),
-      start('relay', ['relay']),
-      start('validator', ['processor', 'validator']),
-      start('inference-1', ['processor', 'inference']),
-      start('inference-2', ['processor', 'inference']),
-      start('finalizer', ['processor', 'finalizer']),
-    ]);
+    await start('api-1');
+    await Promise.all(Object.keys(SCALE_OUT_ROLES).filter((name) => name !== 'api-1').map((name) => start(name)));
     for (const url of urls.values()) await waitUntilReady(url, 60_000);
     expect((await reserveJob(urls.get('api-1')!, { job_id: 'pg-scale-job', model: 'tiny-chat', use_case: 'scale', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
   }, 240_000);

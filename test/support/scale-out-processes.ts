@@ -32,6 +32,21 @@ export function scaleOutEnv(options: { eventStoreUrl: string; s3Prefix: string; 
   };
 }
 
+/**
+ * The processes of the scaled-out shape on PostgreSQL, by name, with their `spool` arguments: two
+ * API processes, the relay, a validator, two inference processors and a finalizer. `api-1` starts
+ * first (it reserves the tests' job); the others then start together.
+ */
+export const SCALE_OUT_ROLES: Readonly<Record<string, readonly string[]>> = {
+  'api-1': ['serve'],
+  'api-2': ['serve'],
+  relay: ['relay'],
+  validator: ['processor', 'validator'],
+  'inference-1': ['processor', 'inference'],
+  'inference-2': ['processor', 'inference'],
+  finalizer: ['processor', 'finalizer'],
+};
+
 /** Starts one role as its own process, its data under root/name and its output in logs/name.log (read when a test fails). */
 export async function startLoggedRole(name: string, args: string[], env: Record<string, string>, dirs: { root: string; logs: string }, launcher: string[] = []): Promise<{ child: ChildProcess; url: string }> {
   const { child, url } = await startSpoolCli(args, { ...env, DATA_DIR: join(dirs.root, name) }, [], launcher);
