@@ -86,10 +86,10 @@ describe('the folders of the blob store a batch reads on its way', () => {
     const earlier: string[] = [];
     for (let index = 0; index < 3; index++) earlier.push(await runBatch(index));
     // The last batch's parts are removed a moment after its status shows.
-    await waitUntil(async () => (await partsLeft(root, earlier[2]!)) === 0);
+    await waitUntil(async () => (await partsLeft(root, earlier[2]!)) === 0, 30_000);
     opened.length = 0;
     const batchId = await runBatch(3);
-    await waitUntil(async () => (await partsLeft(root, batchId)) === 0);
+    await waitUntil(async () => (await partsLeft(root, batchId)) === 0, 30_000);
     expect(await partsLeft(root, batchId)).toBe(0);
     const read = opened.filter((path) => path === root || path.startsWith(root + sep)).map((path) => blobKeyOf(root, path));
     // The batch's end lists its own parts (the one folder it reads), and nothing else.

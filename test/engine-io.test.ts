@@ -123,7 +123,7 @@ describe('interactive requests queueing in an engine shared with another process
     const stop = keepBusy(pool(url, 2, false), 2, 'batch');
     try {
       await new Promise((resolve) => setTimeout(resolve, 100));
-      await interactive(api, 12);
+      await interactive(api, 24);
       expect(api.interactiveQueueing()!).toBeGreaterThan(5);
     } finally {
       await stop();
