@@ -45,6 +45,8 @@ export interface UpstreamStats {
   /** With a prefix cache: approximate prompt tokens, and those found cached, since the last read. */
   promptTokens?: number;
   cachedTokens?: number;
+  /** The fixed-latency upstream: arrival-to-answer latency by priority value since the last read. */
+  latencyByPriority?: Record<string, { count: number; meanMs: number; p50Ms: number; p95Ms: number; maxMs: number }>;
 }
 
 export interface Upstream {

@@ -20,6 +20,8 @@
 // prefix-cache batch, BENCH_PREFIX_ROUNDS (default 1) its rounds (two runs of it each). BENCH_PROFILE=DIR profiles every spool process started (see bench/spool.ts).
 // BENCH_TIMELINE=1 prints, for `batch` and `kafka`, the upstream's requests in service per quarter second and, on Kafka, the
 // inference processors' limit, requests in flight, batch concurrency and queued lines every quarter second.
+// In the scheduler's interactive scenario it prints, every 100 ms of the window beside the batch, the engine's requests
+// running and waiting and (on Kafka) each inference processor's limit, requests in flight and batch concurrency, then the slow answers.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -148,8 +148,39 @@ function post(agent: Agent, url: string, body: string): Promise<number> {
   });
 }
 
+/**
+ * BENCH_TIMELINE=1: through the interactive window, every 100 ms, the engine's requests running
+ * and waiting and (on Kafka) each inference processor's limit / requests in flight / batch
+ * concurrency; then each interactive answer slower than 1.2× the engine's latency beside them.
+ */
+function sampleWindow(target: Target): { answers: Array<{ sentAt: number; ms: number }>; stop(): void } {
+  const started = performance.now();
+  const answers: Array<{ sentAt: number; ms: number }> = [];
+  const samples: Array<{ at: number; text: string }> = [];
+  const read = (text: string, series: string) => [...text.matchAll(new RegExp(`^${series}\\{[^}]*\\} (\\S+)$`, 'gm'))].map((match) => Number(match[1])).reduce((sum, value) => sum + value, 0);
+  const timer = setInterval(() => {
+    const at = performance.now() - started;
+    const processes = Object.entries(target.processUrls ?? {}).filter(([name]) => name.startsWith('inference'));
+    void Promise.all([
+      fetch(`${target.upstream.url}/metrics`).then((response) => response.text()),
+      ...processes.map(([, url]) => fetch(`${url}/metrics`).then((response) => response.text())),
+    ]).then(([engine, ...texts]) => {
+      const processors = texts.map((text) => `${read(text, 'spool_engine_concurrency_limit')}/${read(text, 'spool_engine_requests_in_flight')}/${read(text, 'spool_batch_concurrency')}`);
+      samples.push({ at, text: `engine ${read(engine!, 'vllm:num_requests_running')}+${read(engine!, 'vllm:num_requests_waiting')} processors ${processors.join(' ')}` });
+    }, () => undefined);
+  }, 100);
+  return {
+    answers,
+    stop() {
+      clearInterval(timer);
+      const slow = answers.filter((answer) => answer.ms > LATENCY_MS * 1.2).map((answer) => ({ ...answer, sentAt: answer.sentAt - started }));
+      say(`window timeline (ms from its start):\n${samples.map((sample) => `${sample.at.toFixed(0)} ${sample.text}`).join('\n')}\nslow answers: ${slow.map((answer) => `${answer.sentAt.toFixed(0)}:${answer.ms.toFixed(0)}`).join(' ')}`);
+    },
+  };
+}
+
 /** Open loop: request i is sent at start + i / rate whatever the earlier ones are doing; answers each latency (ms). */
-async function interactiveLoad(url: string, rate: number, count: number): Promise<number[]> {
+async function interactiveLoad(url: string, rate: number, count: number, record?: Array<{ sentAt: number; ms: number }>): Promise<number[]> {
   const agent = new Agent({ keepAlive: true });
   const start = performance.now();
   try {
@@ -160,6 +191,7 @@ async function interactiveLoad(url: string, rate: number, count: number): Promis
         const sent = performance.now();
         const status = await post(agent, `${url}/compat/v1/chat/completions`, body);
         if (status !== 200) throw new Error(`interactive request ${index} answered ${status}`);
+        record?.push({ sentAt: sent, ms: performance.now() - sent });
         return performance.now() - sent;
       }),
     );
@@ -201,6 +233,10 @@ interface Target {
   /** Whether this URL's /metrics shows the batch's engine limit (the Kafka shape's API serves only interactive requests). */
   batchMetrics: boolean;
   eventsFile: string;
+  /** The engine behind it: its /stats tell the engine's part of each interactive request's time. */
+  upstream: Upstream;
+  /** On Kafka: each process's own address (its /metrics). */
+  processUrls?: Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -214,10 +250,10 @@ async function startTarget(shape: SchedulerResult['shape'], work: string, upstre
     writeFileSync(fleetFile, JSON.stringify({ models: { [BENCH_MODEL]: { replicas: [{ kind: 'vllm', base_url: `${upstream.url}/v1`, priority_hints: true }] } } }));
     const { ENGINE_BASE_URL: _engine, ENGINE_MODELS: _models, ...rest } = env;
     const deployment = await startKafkaDeployment(dataDir, { ...rest, FLEET_FILE: fleetFile }, engineConcurrency, broker!);
-    return { url: deployment.url, batchMetrics: false, eventsFile: join(dataDir, 'events.sqlite'), stop: () => deployment.stop() };
+    return { url: deployment.url, batchMetrics: false, eventsFile: join(dataDir, 'events.sqlite'), upstream, processUrls: deployment.urls, stop: () => deployment.stop() };
   }
   const service = await startSpool(dataDir, env, build);
-  return { url: service.url, batchMetrics: true, eventsFile: join(dataDir, 'events.sqlite'), stop: () => stop(service.child) };
+  return { url: service.url, batchMetrics: true, eventsFile: join(dataDir, 'events.sqlite'), upstream, stop: () => stop(service.child) };
 }
 
 /** Per batch: its creation time and each completed line's time, from the log (ms). */
@@ -299,8 +335,15 @@ async function interactiveScenario(target: Target, engineConcurrency: number): P
   await batches.waitUntil(id, (batch) => (batch.request_counts?.completed ?? 0) >= SLOTS * 50 || ended(batch), 120_000);
   const windowStart = Date.now();
   const gauges = watchMetrics(target.batchMetrics ? target.url : undefined, ['spool_engine_concurrency_limit', 'spool_batch_concurrency']);
-  const underBatch = await interactiveLoad(target.url, INTERACTIVE_RATE, INTERACTIVE_REQUESTS);
+  await target.upstream.stats();
+  const timeline = process.env.BENCH_TIMELINE ? sampleWindow(target) : undefined;
+  const underBatch = await interactiveLoad(target.url, INTERACTIVE_RATE, INTERACTIVE_REQUESTS, timeline?.answers);
+  timeline?.stop();
   const windowEnd = Date.now();
+  // Where the slowest interactive answers spent their time: the engine's latency per priority
+  // (arrival to answer, interactive and batch apart where hints are sent) beside what the client saw.
+  const engineSide = (await target.upstream.stats()).latencyByPriority;
+  say(`interactive window: slowest answers ${[...underBatch].sort((a, b) => b - a).slice(0, 8).map((ms) => ms.toFixed(0)).join(' ')} ms; at the engine ${JSON.stringify(engineSide)}`);
   const [learnedLimit, batchConcurrency] = await gauges.stop();
   const stillRunning = (await batches.retrieve(id)).status === 'in_progress';
   await batches.cancel(id);

@@ -74,16 +74,26 @@ function run(make: (sim: DiscreteEvents) => SimulatedEngine, options: { ceiling:
  */
 function runFleet<E extends SimulatedEngine>(
   make: (sim: DiscreteEvents) => E,
-  options: { processes: number; ceiling: number; untilMs: number; staggerMs?: number; reserves?: readonly number[]; interactive?: { perSecond: number; inService: number; send: (engine: E, done: () => void) => void } },
-): { rate: number; limits: number[]; meanWaiting: number; meanInFlight: number; interactiveMs: number[] } {
+  options: {
+    processes: number;
+    ceiling: number;
+    untilMs: number;
+    staggerMs?: number;
+    reserves?: readonly number[];
+    interactive?: { perSecond: number; inService: number; send: (engine: E, done: () => void) => void };
+    /** Where the measurements start (default: half way). */
+    fromMs?: number;
+  },
+): { rate: number; limits: number[]; highestTotalLimit: number; meanWaiting: number; meanInFlight: number; interactiveMs: number[] } {
   const sim = new DiscreteEvents();
   const engine = make(sim);
   const interactiveMs: number[] = [];
-  const from = options.untilMs / 2;
+  const from = options.fromMs ?? options.untilMs / 2;
   let counted = 0;
   let waitingArea = 0;
   let inFlightArea = 0;
   let sampled = 0;
+  let highestTotalLimit = 0;
   const processes = Array.from({ length: options.processes }, () => ({ capacity: new EngineCapacity({ ceiling: options.ceiling }), inFlight: 0 }));
   // Each processor hears of the fleet's interactive traffic (the API reports its load).
   for (const process of processes) process.capacity.interactiveTraffic(options.interactive !== undefined);
@@ -137,13 +147,14 @@ function runFleet<E extends SimulatedEngine>(
     if (sim.now >= from) {
       waitingArea += engine.gauges().waiting;
       inFlightArea += processes.reduce((sum, process) => sum + process.inFlight, 0);
+      highestTotalLimit = Math.max(highestTotalLimit, processes.reduce((sum, process) => sum + process.capacity.limit, 0));
       sampled += 1;
     }
     sim.after(50, sample);
   };
   sim.after(50, sample);
   sim.runUntil(options.untilMs);
-  return { rate: (counted * 1000) / (options.untilMs - from), limits: processes.map((process) => process.capacity.limit), meanWaiting: waitingArea / sampled, meanInFlight: inFlightArea / sampled, interactiveMs };
+  return { rate: (counted * 1000) / (options.untilMs - from), limits: processes.map((process) => process.capacity.limit), highestTotalLimit, meanWaiting: waitingArea / sampled, meanInFlight: inFlightArea / sampled, interactiveMs };
 }
 
 /** The best a bare loop gets over a sweep of its concurrency up to the same ceiling (in steps of a quarter, and the ceiling itself). */
@@ -286,6 +297,24 @@ describe('engine capacity: a fixed-latency engine', () => {
     sim.runUntil(200_000);
     expect(highestAfterSettling).toBeGreaterThanOrEqual(28);
     expect(highestAfterSettling).toBeLessThanOrEqual(32);
+  });
+
+  it('while interactive requests are served, a startup a full KV cache stopped where it was counts as a probe up: the next waits 5 minutes', () => {
+    // Two processes of 64 on a 32-slot engine whose KV cache reads full at its slots: each
+    // startup's doubling to 32 stops there and cruises at the value it had, and the gauges then
+    // shed what waits. Counted as settling only when the value moved, that left the next probe up
+    // free to start a second or two later, inside the interactive traffic: on the Kafka shape at
+    // 4× the slots, one processor doubled again to 36 with 21 requests waiting in the engine, and
+    // the interactive p99 of the seconds after the batch started went to 1.4× alone.
+    const make = (sim: DiscreteEvents) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 });
+    const fleet = runFleet(make, { processes: 2, ceiling: 64, untilMs: 40_000, fromMs: 6_000, reserves: [2, 1], interactive: { perSecond: 20, inService: 2, send: (engine, done) => engine.submitUrgent(done) } });
+    // Before: one processor went to 54 at 6 s, about 20 requests waited in the engine from then on,
+    // the other processor fell to 2, and the interactive p99 was 1.3× the engine's latency.
+    expect(fleet.highestTotalLimit).toBeLessThanOrEqual(34);
+    expect(fleet.meanWaiting).toBeLessThanOrEqual(1);
+    const sorted = [...fleet.interactiveMs].sort((a, b) => a - b);
+    expect(sorted.length).toBeGreaterThan(500);
+    expect(sorted[Math.floor(0.99 * (sorted.length - 1))]!).toBeLessThanOrEqual(1.25 * 102);
   });
 
   it('never passes its ceiling, and does not grow while the limit is not in use', () => {

@@ -324,8 +324,15 @@ export class EngineCapacity {
     this.roomReadings = room ? this.roomReadings + 1 : 0;
     if (this.roomReadings >= 2) {
       this.roomReadings = 0;
-      this.search.probeSoon(at);
+      // Room calls for a probe up; where probes up must wait (interactive traffic), it would only
+      // bring the next probe down forward, every second or two, each a window of the batch lost.
+      if (this.mayProbeUp(at)) this.search.probeSoon(at);
     }
+  }
+
+  /** Whether a probe above the limit may start at `at`: interactive traffic makes it wait `interactiveProbeGapMs` after the last. */
+  private mayProbeUp(at: number): boolean {
+    return !this.interactiveRecent || at - this.lastUpProbeAt >= this.interactiveProbeGapMs;
   }
 
   /** The search moved: the limit follows, and what was measured before describes the old one. */
@@ -345,7 +352,7 @@ export class EngineCapacity {
     // While slots are held for another process, the throughput measured is the held limit's.
     if (this.held && this.held.below < this.search.value) return;
     const kvFull = this.mode === 'gauges' && (this.load?.value.kvUsage ?? 0) >= this.kvUsageHigh;
-    const mayProbeUp = !this.interactiveRecent || at - this.lastUpProbeAt >= this.interactiveProbeGapMs;
+    const mayProbeUp = this.mayProbeUp(at);
     // Little's law: the engine completes requests at (requests in flight) / (time each spends in
     // it). Counting answers between two answers' times instead reads the bunching of the cohorts
     // requests keep (they go out as others come back), ±10% from one window to the next past the
@@ -362,12 +369,14 @@ export class EngineCapacity {
       if (free !== undefined) this.heldFree = Math.round(free);
       this.unusedAt.clear();
     }
-    if (!moved && this.search.kneesFound === knees) return;
     // Startup and the search went above the engine's capacity as a probe up does: the next probe
     // up waits as long after they settle (with interactive requests served, 5 minutes), or it
     // lands in the interactive traffic a batch started beside (at 4× a 32-slot engine's slots,
-    // one probe in a 20 s window put the p99 at 1.45× alone).
+    // one probe in a 20 s window put the p99 at 1.45× alone). That holds where the search settles
+    // on the value it had too (a startup a full KV cache stopped): counted only when the value
+    // moved, it let a probe up start a second or two later (bench/FINDINGS.md, 2026-11-29).
     if (this.search.phase === 'probe-up' || (searching && this.search.phase === 'cruise')) this.lastUpProbeAt = at;
+    if (!moved && this.search.kneesFound === knees) return;
     this.follow(at);
   }
 
