@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/platform/package-root.js';
-import { cpuSeconds, median, peakRssMiB } from './measurements.js';
+import { cpuSeconds, gaugeSums, median, peakRssMiB } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
 import pg from 'pg';
@@ -279,8 +279,7 @@ export async function benchBatch(options: {
               ? setInterval(() => {
                   void Promise.all(
                     ['inference-1', 'inference-2'].map(async (name) => {
-                      const text = await (await fetch(`${deployment.urls[name]}/metrics`)).text();
-                      const read = (series: string) => [...text.matchAll(new RegExp(`^${series}\\{[^}]*\\} (\\S+)$`, 'gm'))].map((match) => Number(match[1])).reduce((sum, value) => sum + value, 0);
+                      const read = gaugeSums(await (await fetch(`${deployment.urls[name]}/metrics`)).text());
                       return `${read('spool_engine_concurrency_limit')}/${read('spool_engine_requests_in_flight')}/${read('spool_batch_concurrency')}/${read('spool_scheduler_queue_depth')}`;
                     }),
                   ).then((values) => gauges.push(values.join(' ')), () => undefined);

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { parsePrometheusText } from '../src/engine/engine-load-metrics.js';
 
 /** Peak resident set size of a live process, in MiB (VmHWM: the kernel's own high-water mark). */
 export function peakRssMiB(pid: number): number {
@@ -29,4 +30,10 @@ export function cpuSeconds(pid: number): number {
 export function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+/** A gauge of a Prometheus text exposition summed over its labels (0 when absent): a reader of each gauge by name. */
+export function gaugeSums(text: string): (name: string) => number {
+  const samples = parsePrometheusText(text);
+  return (name) => samples.reduce((sum, sample) => (sample.name === name ? sum + sample.value : sum), 0);
 }

@@ -13,6 +13,7 @@ import { startKafkaBroker, startKafkaDeployment } from './kafka-deployment.js';
 import { stop } from '../test/support/processes.js';
 import { parsePrometheusText } from '../src/engine/engine-load-metrics.js';
 import { BENCH_API_KEY, startSpool } from './spool.js';
+import { gaugeSums } from './measurements.js';
 
 /** The issue's engine: 32 slots, 100 ms a request, 320 requests/s. */
 const SLOTS = 32;
@@ -157,16 +158,16 @@ function sampleWindow(target: Target): { answers: Array<{ sentAt: number; ms: nu
   const started = performance.now();
   const answers: Array<{ sentAt: number; ms: number }> = [];
   const samples: Array<{ at: number; text: string }> = [];
-  const read = (text: string, series: string) => [...text.matchAll(new RegExp(`^${series}\\{[^}]*\\} (\\S+)$`, 'gm'))].map((match) => Number(match[1])).reduce((sum, value) => sum + value, 0);
   const timer = setInterval(() => {
     const at = performance.now() - started;
     const processes = Object.entries(target.processUrls ?? {}).filter(([name]) => name.startsWith('inference'));
     void Promise.all([
       fetch(`${target.upstream.url}/metrics`).then((response) => response.text()),
       ...processes.map(([, url]) => fetch(`${url}/metrics`).then((response) => response.text())),
-    ]).then(([engine, ...texts]) => {
-      const processors = texts.map((text) => `${read(text, 'spool_engine_concurrency_limit')}/${read(text, 'spool_engine_requests_in_flight')}/${read(text, 'spool_batch_concurrency')}`);
-      samples.push({ at, text: `engine ${read(engine!, 'vllm:num_requests_running')}+${read(engine!, 'vllm:num_requests_waiting')} processors ${processors.join(' ')}` });
+    ]).then(([engineText, ...texts]) => {
+      const engine = gaugeSums(engineText!);
+      const processors = texts.map(gaugeSums).map((read) => `${read('spool_engine_concurrency_limit')}/${read('spool_engine_requests_in_flight')}/${read('spool_batch_concurrency')}`);
+      samples.push({ at, text: `engine ${engine('vllm:num_requests_running')}+${engine('vllm:num_requests_waiting')} processors ${processors.join(' ')}` });
     }, () => undefined);
   }, 100);
   return {

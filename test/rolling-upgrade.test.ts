@@ -45,7 +45,7 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
   /** Starts (or starts again) a role from a build's CLI, its data under root/name (new each time: read models are rebuilt). */
   async function start(name: string, cli: string): Promise<void> {
     const version = cli === thisCli ? 'new' : 'old';
-    const { child, match } = await startNode(cli, [...SCALE_OUT_ROLES[name]!], { ...env, DATA_DIR: join(root, `${name}-${version}`) }, /"url":"(http:\/\/[^"]+)"/);
+    const { child, match } = await startNode(cli, SCALE_OUT_ROLES[name]!, { ...env, DATA_DIR: join(root, `${name}-${version}`) }, /"url":"(http:\/\/[^"]+)"/);
     const logFile = join(logs, `${name}-${version}.log`);
     child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
     child.stderr?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));

@@ -14,7 +14,6 @@ import { type ScaleOutEnv, scaleOutEnv, SCALE_OUT_ROLES, startLoggedRole } from 
 import { tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
-const ROLES = SCALE_OUT_ROLES;
 
 const unavailable = networkHostsUnavailable();
 if (unavailable) process.stderr.write(`[scale-out.hosts] skipped: ${unavailable}\n`);
@@ -45,7 +44,7 @@ describe.skipIf(unavailable !== undefined)('scaled out across hosts, over Postgr
   let env: ScaleOutEnv;
 
   async function start(name: string): Promise<void> {
-    const { child, url } = await startLoggedRole(name, [...ROLES[name]!], { ...env, HOST: network.address(name) }, { root, logs }, network.launcher(name));
+    const { child, url } = await startLoggedRole(name, SCALE_OUT_ROLES[name]!, { ...env, HOST: network.address(name) }, { root, logs }, network.launcher(name));
     processes.set(name, child);
     urls.set(name, url);
   }
@@ -59,7 +58,7 @@ describe.skipIf(unavailable !== undefined)('scaled out across hosts, over Postgr
   const clientOf = (name: string) => new OpenAI({ baseURL: `${urls.get(name)}/v1`, apiKey: 'placeholder', maxRetries: 5, timeout: 20_000 });
 
   beforeAll(async () => {
-    network = NetworkHosts.create(Object.keys(ROLES));
+    network = NetworkHosts.create(Object.keys(SCALE_OUT_ROLES));
     const host = network.gateway;
     const bucket = 'spool-hosts';
     s3 = new S3rver({ address: host, port: 0, silent: true, directory: join(root, 's3'), configureBuckets: [{ name: bucket, configs: [] }] });
@@ -72,7 +71,7 @@ describe.skipIf(unavailable !== undefined)('scaled out across hosts, over Postgr
       AWS_ENDPOINT_URL_S3: `http://${host}:${port}`,
     };
     await start('api-1');
-    await Promise.all(Object.keys(ROLES).filter((name) => name !== 'api-1').map((name) => start(name)));
+    await Promise.all(Object.keys(SCALE_OUT_ROLES).filter((name) => name !== 'api-1').map((name) => start(name)));
     for (const url of urls.values()) await waitUntilReady(url, 60_000);
     expect((await reserveJob(urls.get('api-1')!, { job_id: 'hosts-job', model: 'tiny-chat', use_case: 'hosts', sla: '24h', price_1m_tokens: 1 })).status).toBe(201);
   }, 240_000);

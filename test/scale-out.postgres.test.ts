@@ -33,7 +33,7 @@ describe('scaled out over Kafka with the log in PostgreSQL', () => {
   let env: ScaleOutEnv;
 
   async function start(name: string): Promise<void> {
-    const { child, url } = await startLoggedRole(name, [...SCALE_OUT_ROLES[name]!], env, { root, logs });
+    const { child, url } = await startLoggedRole(name, SCALE_OUT_ROLES[name]!, env, { root, logs });
     processes.set(name, child);
     urls.set(name, url);
   }

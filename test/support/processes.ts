@@ -17,7 +17,7 @@ process.once('exit', () => {
 /** Starts a node script and resolves once a line of its output matches; returns the match too. */
 export function startNode(
   script: string,
-  args: string[],
+  args: readonly string[],
   env: Record<string, string>,
   ready: RegExp,
   /** Options for node itself, e.g. --cpu-prof. */
@@ -60,7 +60,7 @@ export async function stop(child: ChildProcess): Promise<void> {
  * serves on (`PORT=0` picks a free port), without waiting for /ready.
  */
 export async function startSpoolCli(
-  args: string[],
+  args: readonly string[],
   env: Record<string, string>,
   nodeArgs: string[] = [],
   launcher: string[] = [],

@@ -48,7 +48,7 @@ export const SCALE_OUT_ROLES: Readonly<Record<string, readonly string[]>> = {
 };
 
 /** Starts one role as its own process, its data under root/name and its output in logs/name.log (read when a test fails). */
-export async function startLoggedRole(name: string, args: string[], env: Record<string, string>, dirs: { root: string; logs: string }, launcher: string[] = []): Promise<{ child: ChildProcess; url: string }> {
+export async function startLoggedRole(name: string, args: readonly string[], env: Record<string, string>, dirs: { root: string; logs: string }, launcher: string[] = []): Promise<{ child: ChildProcess; url: string }> {
   const { child, url } = await startSpoolCli(args, { ...env, DATA_DIR: join(dirs.root, name) }, [], launcher);
   const logFile = join(dirs.logs, `${name}.log`);
   child.stdout?.on('data', (chunk: Buffer) => appendFileSync(logFile, chunk));
