@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestWithdrawnError } from '../src/engine/engine.js';
 import { HttpReplica } from '../src/engine/http-replica.js';
+import { JsonText } from '../src/domain/json-text.js';
 import { ReplicaPool } from '../src/engine/replica-pool.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { startNode, stop } from './support/processes.js';
@@ -23,6 +24,9 @@ async function upstream(latencyMs: number, slots: number): Promise<string> {
   children.push(child);
   return `http://127.0.0.1:${match[1]}/v1`;
 }
+
+/** An answer as some engines write it: across lines, spaced, with escapes JSON.stringify does not make. */
+const PRETTY_ANSWER = '{\n  "id": "cmpl-1",\n  "model": "m",\n  "choices": [ { "message": { "role": "assistant", "content": "caf\\u00e9 \\/ 1.50" } } ],\n  "usage": { "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5 }\n}\n';
 
 const chat = (content: string) => ({ endpoint: '/v1/chat/completions', body: { model: 'm', messages: [{ role: 'user', content }] } });
 
@@ -196,6 +200,11 @@ describe('exchanges with a server in this process', () => {
           const { marker, delayMs } = JSON.parse(Buffer.concat(chunks).toString()) as { marker: string; delayMs: number };
           arrived.push(marker);
           setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ marker })), delayMs);
+        } else if (request.url?.includes('/pretty')) {
+          // An engine that writes its JSON across lines, with spacing and escapes of its own.
+          response.writeHead(200, { 'content-type': 'application/json' }).end(PRETTY_ANSWER);
+        } else if (request.url?.includes('/not-json')) {
+          response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway\n');
         } else if (request.url?.includes('/busy')) {
           response.writeHead(429, { 'content-type': 'application/json', 'retry-after': '2', 'x-request-id': 'req_busy' }).end(JSON.stringify({ error: { message: 'busy' } }));
         } else {
@@ -218,6 +227,24 @@ describe('exchanges with a server in this process', () => {
     const response = await replica.send({ endpoint: '/v1/busy', body: { model: 'm' }, traceparent });
     expect(response).toMatchObject({ statusCode: 429, requestId: 'req_busy', retryAfterMs: 2000, body: { error: { message: 'busy' } } });
     expect(received.at(-1)).toMatchObject({ authorization: 'Bearer engine-key', traceparent, 'content-type': 'application/json' });
+  });
+
+  it("reads a batch line's answer on the I/O thread: its body comes back as compact JSON text with its usage, id and model; interactive answers come parsed", async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    const batch = await replica.send({ endpoint: '/v1/pretty', body: { model: 'm' }, serviceClass: 'batch' });
+    expect(batch.body).toBeInstanceOf(JsonText);
+    const text = (batch.body as JsonText).text;
+    // What parsing and writing it out on the main loop gave before: the output file's bytes stay the same.
+    expect(text).toBe(JSON.stringify(JSON.parse(PRETTY_ANSWER)));
+    expect(text).not.toContain('\n');
+    expect(batch.bodyFields).toEqual({ usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }, id: 'cmpl-1', model: 'm' });
+    expect(JSON.parse(JSON.stringify({ body: batch.body }))).toEqual({ body: JSON.parse(PRETTY_ANSWER) });
+    const interactive = await replica.send({ endpoint: '/v1/pretty', body: { model: 'm' } });
+    expect(interactive.body).toEqual(JSON.parse(PRETTY_ANSWER));
+    expect(interactive.bodyFields).toBeUndefined();
+    // Not JSON: the text as the engine sent it, as before.
+    const notJson = await replica.send({ endpoint: '/v1/not-json', body: { model: 'm' }, serviceClass: 'batch' });
+    expect(notJson).toMatchObject({ statusCode: 502, body: 'bad gateway\n' });
   });
 
   it('sends a request again on a fresh connection when the kept-alive one it went out on was closed', async () => {

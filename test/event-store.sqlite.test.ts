@@ -55,6 +55,27 @@ describe('the embedded event store on disk', () => {
     await reopened.close();
   });
 
+  it('finds an event recorded before by its unique id: the append is undone, and the others in its commit stand', async () => {
+    const store = new SqliteEventStore(join(tempDir('events-duplicate'), 'events.sqlite'));
+    const event = (type: string) => ({ id: randomUUID(), type, data: {}, metadata: { schemaVersion: 1 } });
+    const held = event('H0');
+    const first = await store.appendToStream('dup-h', [held]);
+    const twice = event('T0');
+    const appends = [
+      store.appendToStream('dup-t', [twice, twice]),
+      store.appendToStream('dup-h', [event('H1'), held], { expectedRevision: 0n }),
+      store.appendToStream('dup-h', [held], { expectedRevision: 'no_stream' }),
+      store.appendToStream('dup-o', [event('O0')]),
+    ];
+    const results = await Promise.allSettled(appends);
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected', 'fulfilled', 'fulfilled']);
+    expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_CONSTRAINT_UNIQUE' });
+    expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ name: 'IdempotencyConflictError' });
+    expect((results[2] as PromiseFulfilledResult<unknown>).value).toEqual(first);
+    expect((await store.readAll({ maxCount: 10 })).map((recorded) => recorded.type)).toEqual(['H0', 'O0']);
+    await store.close();
+  });
+
   it('gives two subscriptions every event once and in order, sharing the pages they both read, while this process and another append', async () => {
     const path = join(tempDir('events-shared-pages'), 'events.sqlite');
     const store = new SqliteEventStore(path, 10);

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { LineOutcome } from '../../src/domain/line-outcome.js';
 import { stoppingCode } from '../../src/domain/batch.js';
-import { type EngineRequest, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from '../../src/engine/engine.js';
+import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from '../../src/engine/engine.js';
 import { ImageFetchError } from '../../src/engine/images/image-resolver.js';
 import type { BatchRow, BatchesQueries } from '../../projections/batches-projection.js';
 import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
@@ -45,8 +45,8 @@ export class BatchLineSender {
       attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
     });
     try {
-      const outcome = await this.infer(batch, engine, line, request, span.traceparent, admitted);
-      if (outcome) span.setAttributes(outcomeAttributes(outcome));
+      const { outcome, response } = await this.infer(batch, engine, line, request, span.traceparent, admitted);
+      if (outcome) span.setAttributes(outcomeAttributes(outcome, response));
       if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
       return outcome;
     } finally {
@@ -54,15 +54,23 @@ export class BatchLineSender {
     }
   }
 
-  private async infer(batch: BatchRow, engine: InferenceEngine, line: number, request: LineRequest, traceparent: string | undefined, admitted: () => void): Promise<LineOutcome | undefined> {
+  /** The line's outcome (undefined: the process stopped first), with the engine's answer where there was one. */
+  private async infer(
+    batch: BatchRow,
+    engine: InferenceEngine,
+    line: number,
+    request: LineRequest,
+    traceparent: string | undefined,
+    admitted: () => void,
+  ): Promise<{ outcome: LineOutcome | undefined; response?: EngineResponse }> {
     const subject: BatchLine = { batch_id: batch.id, line, custom_id: request.custom_id };
     const stopped = () => {
       const stopping = this.deps.queries.stopping(batch.id);
       return stopping ? unansweredLine(subject, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
     };
-    if (this.deps.processStopping()) return undefined;
+    if (this.deps.processStopping()) return { outcome: undefined };
     const before = stopped();
-    if (before) return before;
+    if (before) return { outcome: before };
     try {
       const response = await engine.infer({
         endpoint: batch.endpoint,
@@ -77,20 +85,25 @@ export class BatchLineSender {
         ...lineUrgency(batch),
         ...(traceparent ? { traceparent } : {}),
       });
-      return answeredLine(subject, response);
+      return { outcome: answeredLine(subject, response), response };
     } catch (error) {
-      if (error instanceof RequestWithdrawnError && this.deps.processStopping()) return undefined;
-      if (error instanceof RequestWithdrawnError) return stopped() ?? unansweredLine(subject, 'batch_cancelled', 'The batch stopped before this request was sent');
-      // Error files are readable by anyone who knows the batch: their messages name no replica,
-      // address or connection error. The detail goes to the log.
-      if (error instanceof ImageFetchError) return unansweredLine(subject, 'image_fetch_failed', error.message);
-      if (error instanceof EngineUnavailableError) {
-        this.deps.log.warn({ batch_id: batch.id, line, reason: error.detail }, 'no engine answered a batch line');
-        return unansweredLine(subject, 'engine_unavailable', error.message);
-      }
-      this.deps.log.error({ batch_id: batch.id, line, err: error }, 'a batch line could not be sent');
-      return unansweredLine(subject, 'engine_unavailable', 'The request could not be sent to an engine');
+      return { outcome: this.unanswered(batch, line, subject, error, stopped) };
     }
+  }
+
+  /** The outcome of a line the engine did not answer (undefined: the process stopped before it was sent). */
+  private unanswered(batch: BatchRow, line: number, subject: BatchLine, error: unknown, stopped: () => LineOutcome | undefined): LineOutcome | undefined {
+    if (error instanceof RequestWithdrawnError && this.deps.processStopping()) return undefined;
+    if (error instanceof RequestWithdrawnError) return stopped() ?? unansweredLine(subject, 'batch_cancelled', 'The batch stopped before this request was sent');
+    // Error files are readable by anyone who knows the batch: their messages name no replica,
+    // address or connection error. The detail goes to the log.
+    if (error instanceof ImageFetchError) return unansweredLine(subject, 'image_fetch_failed', error.message);
+    if (error instanceof EngineUnavailableError) {
+      this.deps.log.warn({ batch_id: batch.id, line, reason: error.detail }, 'no engine answered a batch line');
+      return unansweredLine(subject, 'engine_unavailable', error.message);
+    }
+    this.deps.log.error({ batch_id: batch.id, line, err: error }, 'a batch line could not be sent');
+    return unansweredLine(subject, 'engine_unavailable', 'The request could not be sent to an engine');
   }
 }
 
@@ -105,9 +118,10 @@ function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'dea
 }
 
 /** What an engine call's span shows of its answer, by the GenAI semantic conventions. */
-function outcomeAttributes(outcome: LineOutcome): Record<string, string | number> {
+function outcomeAttributes(outcome: LineOutcome, response: EngineResponse | undefined): Record<string, string | number> {
   const { data } = outcome;
-  const body = data.body as { id?: unknown; model?: unknown } | null;
+  // An answer read off the main loop carries the fields read of it beside its text.
+  const body = (response?.bodyFields ?? data.body) as { id?: unknown; model?: unknown } | null;
   return {
     'gen_ai.usage.input_tokens': data.usage.prompt_tokens,
     'gen_ai.usage.output_tokens': data.usage.completion_tokens,

@@ -20,7 +20,7 @@ export interface BatchLine {
  * with the engine's own body (and no error of Spool's: the body says what went wrong).
  */
 export function answeredLine(line: BatchLine, response: EngineResponse): LineOutcome {
-  const usage = usageOf(response.body);
+  const usage = usageOf(response.bodyFields ?? response.body);
   if (response.statusCode < 400) {
     return { type: 'LineCompleted', data: { ...line, request_id: response.requestId, status_code: response.statusCode, body: response.body, usage } };
   }

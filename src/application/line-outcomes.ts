@@ -1,6 +1,6 @@
 import { batchLinesStreamName } from '../domain/stream-names.js';
 import { type EventStore, IdempotencyConflictError, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
-import { type LineOutcome, lineOutcomeEventIds } from '../domain/line-outcome.js';
+import { type LineOutcome, lineOutcomeDataJson, lineOutcomeEventIds } from '../domain/line-outcome.js';
 
 const MAX_ATTEMPTS = 20;
 
@@ -81,7 +81,8 @@ export class LineOutcomeLog {
         if (known.lines.has(line) || taken.has(line)) continue;
         taken.add(line);
         freshOutcomes.push(outcome);
-        fresh.push({ id: eventIdOf(line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, metadata: { schemaVersion: 1, correlationId } });
+        const serializedData = lineOutcomeDataJson(outcome.data);
+        fresh.push({ id: eventIdOf(line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, ...(serializedData !== undefined ? { serializedData } : {}), metadata: { schemaVersion: 1, correlationId } });
       }
       if (fresh.length === 0) return 0;
       try {

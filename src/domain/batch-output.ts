@@ -3,6 +3,7 @@
 // one rendered by the finalizer are interchangeable.
 import { derivedId } from './derived-ids.js';
 import { ID_PREFIX } from './id-prefixes.js';
+import { JsonText } from './json-text.js';
 import type { LineCompletedData, LineFailedData } from './line-outcome.js';
 
 export type OutputKind = 'output' | 'error';
@@ -11,13 +12,15 @@ export type OutputKind = 'output' | 'error';
 export function outputLine(batchId: string, kind: OutputKind, data: LineCompletedData | LineFailedData): string | undefined {
   const failed = 'error' in data;
   if ((kind === 'error') !== failed) return undefined;
+  const id = derivedId(ID_PREFIX.batchRequest, `${batchId}/line/${data.line}`);
+  const error = failed ? ((data as LineFailedData).error ?? null) : null;
+  if (data.body instanceof JsonText && data.status_code !== null) {
+    // The same bytes as JSON.stringify of the object below, with the body's text spliced in
+    // rather than written out again from a parsed body.
+    return `{"id":${JSON.stringify(id)},"custom_id":${JSON.stringify(data.custom_id)},"response":{"status_code":${JSON.stringify(data.status_code)},"request_id":${JSON.stringify(data.request_id)},"body":${data.body.text}},"error":${JSON.stringify(error)}}\n`;
+  }
   const response = data.status_code === null ? null : { status_code: data.status_code, request_id: data.request_id, body: data.body };
-  return `${JSON.stringify({
-    id: derivedId(ID_PREFIX.batchRequest, `${batchId}/line/${data.line}`),
-    custom_id: data.custom_id,
-    response,
-    error: failed ? ((data as LineFailedData).error ?? null) : null,
-  })}\n`;
+  return `${JSON.stringify({ id, custom_id: data.custom_id, response, error })}\n`;
 }
 
 /** The id of a batch's output or error file: the same whichever finalizer writes it. */

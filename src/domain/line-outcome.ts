@@ -2,6 +2,7 @@
 // failed line reads in the batch's errors. Pure.
 import type { BatchError } from './batch.js';
 import { orderedUuids } from './derived-ids.js';
+import { JsonText } from './json-text.js';
 
 /** Tokens an engine reports for one request (OpenAI's usage object). */
 export interface Usage {
@@ -50,6 +51,16 @@ export const lineOutcomeEventIds = (batchId: string): ((line: number) => string)
 
 /** One line's id alone (a batch's lines are made by lineOutcomeEventIds, which hashes the batch once). */
 export const lineOutcomeEventId = (batchId: string, line: number): string => lineOutcomeEventIds(batchId)(line);
+
+/**
+ * The JSON text of an outcome's data where its body is a JsonText (the body's text spliced in,
+ * last); undefined where the body is parsed, which JSON.stringify writes as it is.
+ */
+export function lineOutcomeDataJson(data: LineCompletedData | LineFailedData): string | undefined {
+  if (!(data.body instanceof JsonText)) return undefined;
+  const { body, ...rest } = data;
+  return `${JSON.stringify(rest).slice(0, -1)},"body":${body.text}}`;
+}
 
 /** A failed line as an entry of the batch's errors.data (spec §7). */
 export function lineError(data: LineFailedData): BatchError {

@@ -32,7 +32,10 @@ export class RequestWithdrawnError extends Error {
 export interface EngineResponse {
   readonly statusCode: number;
   readonly requestId: string;
+  /** Parsed JSON; the text where it is not JSON; a JsonText where the exchange read it off the main loop (a batch line's). */
   readonly body: unknown;
+  /** With a JsonText body: the fields of it that are read here (the rest is only written out). */
+  readonly bodyFields?: { readonly usage: unknown; readonly id: unknown; readonly model: unknown };
 }
 
 /** No answer could be had (connection refused, timeout, upstream kept failing). */

@@ -4,6 +4,7 @@ import type { EngineRequest } from './engine.js';
 import { engineIo } from './io/engine-io.js';
 import { HTTP_ENGINE_KINDS, type HttpEngineKind, type HttpEngineKindName, kindsThatReload } from './engine-kinds.js';
 import { newEngineRequestId } from '../platform/ids.js';
+import { JsonText } from '../domain/json-text.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
 import { enginePriority } from './scheduling/engine-priority.js';
 import type { Replica, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
@@ -76,15 +77,28 @@ export class HttpReplica implements Replica {
     // Copied without them only where they are there: every batch line passes here.
     const payload = JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
+    const waitable = (request.serviceClass ?? 'interactive') !== 'interactive';
     const answer = await engineIo.post(this.agent, this.base + request.endpoint.replace(/^\/v1/, ''), headers, payload, this.settings.timeoutMs, {
       signal: request.signal,
       // Interactive requests are never held: the scheduler lets them past the learned limit (up
       // to ENGINE_CONCURRENCY), and they go out at once.
-      gate: ahead && (request.serviceClass ?? 'interactive') !== 'interactive' ? { limit: ahead.limit, urgent: false } : undefined,
+      gate: ahead && waitable ? { limit: ahead.limit, urgent: false } : undefined,
       // Batch lines sent at once (nothing held ahead yet) still fill the slots held ones wait for.
-      counted: (request.serviceClass ?? 'interactive') !== 'interactive',
+      counted: waitable,
       withdraw: request.withdraw,
+      // A batch line's answer is only written out (its outcome, its output line): the thread reads it.
+      digest: waitable && !onDelta,
     });
+    const retryAfter = Number(answer.retryAfter);
+    const answered = {
+      statusCode: answer.status,
+      requestId: answer.requestId ?? newEngineRequestId(),
+      engineLatencyMs: answer.latencyMs,
+      sent: answer.sent,
+      ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
+    };
+    const digest = answer.digest;
+    if (digest) return { ...answered, body: new JsonText(digest.json), bodyFields: { usage: digest.usage, id: digest.id, model: digest.model } };
     let parsed: unknown = answer.text;
     try {
       parsed = JSON.parse(answer.text);
@@ -96,15 +110,7 @@ export class HttpReplica implements Replica {
       const content = choice?.message?.content ?? choice?.text ?? '';
       if (content) onDelta(content);
     }
-    const retryAfter = Number(answer.retryAfter);
-    return {
-      statusCode: answer.status,
-      requestId: answer.requestId ?? newEngineRequestId(),
-      body: parsed,
-      engineLatencyMs: answer.latencyMs,
-      sent: answer.sent,
-      ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
-    };
+    return { ...answered, body: parsed };
   }
 
   /** The server's root: its base URL without the /v1 suffix, where the admin endpoints live. */

@@ -215,7 +215,7 @@ export class ReplicaPool implements InferenceEngine {
         if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
         // Images are fetched only once the request holds a slot, and again on each attempt:
         // requests waiting for a slot (or backing off) hold no image in memory.
-        const resolved = this.images ? await this.images.resolve(request.body) : request.body;
+        const resolved = this.images?.names(request.body) ? await this.images.resolve(request.body) : request.body;
         const priority = member.replica.priorityFields({ serviceClass: request.serviceClass ?? 'interactive', ...(request.deadline !== undefined ? { deadline: request.deadline } : {}) }, startedAt);
         const body = priority ? { ...resolved, ...priority } : resolved;
         // Held requests go out within the slots work that can wait may use.
@@ -317,8 +317,11 @@ export class ReplicaPool implements InferenceEngine {
 
   /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */
   private reservedOn(member: Member): number {
-    const total = this.totalLimit();
-    return total > 0 ? (this.scheduler.reserve(this.capacities()) * this.limitOf(member)) / total : 0;
+    // Asked for every batch line: the capacities are made once, not once for the total and again for the reserve.
+    const capacities = this.capacities();
+    let total = 0;
+    for (const capacity of capacities) if (capacity.available !== false) total += capacity.limit;
+    return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
   }
 
   /** Requests the replica may hold beyond its limit, when it can hold them (see requestsHeldAhead). */

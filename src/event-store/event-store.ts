@@ -40,6 +40,11 @@ export interface NewEvent<Data = Record<string, unknown>> {
   readonly id: string;
   readonly type: string;
   readonly data: Data;
+  /**
+   * `data` as JSON text, where the appender wrote it already (a batch line's outcome, whose body
+   * came as text): a store that keeps JSON text takes it as it is.
+   */
+  readonly serializedData?: string;
   readonly metadata: EventMetadata;
 }
 

@@ -67,9 +67,14 @@ export class ImageResolver {
     return this.fetches.inFlight;
   }
 
+  /** Whether the body names an s3:// image, which resolve() fetches (most bodies name none, and skip its promise). */
+  names(body: Record<string, unknown>): boolean {
+    return Array.isArray(body.messages) && namesS3Image(body.messages);
+  }
+
   /** The request body with every s3:// image part replaced by a data URL. */
   async resolve(body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    if (!Array.isArray(body.messages) || !namesS3Image(body.messages)) return body;
+    if (!this.names(body)) return body;
     const copy = structuredClone(body) as { messages: Array<{ content?: unknown }> };
     const urls = new Map<string, Promise<string>>();
     for (const message of copy.messages) {

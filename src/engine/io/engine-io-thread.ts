@@ -37,6 +37,23 @@ export interface ExchangeRequest {
    * engine's slots are kept free for them.
    */
   readonly counted: boolean;
+  /**
+   * Read the answer here (see AnswerDigest): for batch lines, whose answers the main loop would
+   * otherwise parse, and write out twice more (the outcome event, the output file line).
+   */
+  readonly digest?: boolean;
+}
+
+/**
+ * An answer read on this thread: its body as compact JSON text (what JSON.stringify gives of the
+ * parsed body, so the output file's bytes are what they would be had the main loop parsed it) and
+ * the few fields the main loop needs of it, copied over instead of the whole parsed body.
+ */
+export interface AnswerDigest {
+  readonly json: string;
+  readonly usage: unknown;
+  readonly id: unknown;
+  readonly model: unknown;
 }
 
 /** The caller gave up on an exchange: it is stopped (or never sent), and nothing is answered for it. */
@@ -59,7 +76,10 @@ export interface ExchangeAnswer {
   readonly status: number;
   readonly retryAfter: string | undefined;
   readonly requestId: string | undefined;
+  /** The body as the engine sent it; empty where `digest` holds it. */
   readonly text: string;
+  /** Asked for (ExchangeRequest.digest) and the body was a JSON object or array. */
+  readonly digest?: AnswerDigest;
   readonly latencyMs: number;
   /** When it was sent (epoch ms), the agent's exchanges running then (itself included), and its gate's limit then. */
   readonly sent: { readonly at: number; readonly inFlight: number; readonly limit: number | undefined };
@@ -261,13 +281,17 @@ class Exchange {
         onResponseEnd: () => {
           const retryAfter = this.headers['retry-after'];
           const requestId = this.headers['x-request-id'];
+          const latencyMs = performance.now() - this.startedAt;
+          const text = Buffer.concat(this.chunks).toString('utf8');
+          const digest = request.digest ? digestOf(text) : undefined;
           this.finish({
             id: request.id,
             status: this.status,
             retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
             requestId: typeof requestId === 'string' ? requestId : undefined,
-            text: Buffer.concat(this.chunks).toString('utf8'),
-            latencyMs: performance.now() - this.startedAt,
+            text: digest ? '' : text,
+            ...(digest ? { digest } : {}),
+            latencyMs,
             sent: this.sent!,
           });
         },
@@ -280,6 +304,19 @@ class Exchange {
       },
     );
   }
+}
+
+/** The answer's digest, where it is a JSON object or array; undefined otherwise (the text goes over as it is). */
+function digestOf(text: string): AnswerDigest | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof body !== 'object' || body === null) return undefined;
+  const fields = body as { usage?: unknown; id?: unknown; model?: unknown };
+  return { json: JSON.stringify(body), usage: fields.usage, id: fields.id, model: fields.model };
 }
 
 port.on('message', (messages: ToEngineIo[]) => {

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { RequestWithdrawnError } from '../engine.js';
 import type { ExchangeAnswer, FromEngineIo, ToEngineIo } from './engine-io-thread.js';
 
-export type { ExchangeAnswer } from './engine-io-thread.js';
+export type { AnswerDigest, ExchangeAnswer } from './engine-io-thread.js';
 
 /** When the exchange was sent, as the thread saw it. */
 export type ExchangeSent = ExchangeAnswer['sent'];
@@ -21,6 +21,8 @@ export interface ExchangeOptions {
   readonly counted?: boolean | undefined;
   /** For a held exchange: true once it should not be sent after all (it then rejects with RequestWithdrawnError). */
   readonly withdraw?: (() => boolean) | undefined;
+  /** Have the thread read the answer (ExchangeAnswer.digest): for answers the main loop would only parse to write out again. */
+  readonly digest?: boolean | undefined;
 }
 
 interface Pending {
@@ -84,7 +86,7 @@ export class EngineIo {
       this.pending.set(id, { resolve, reject, signal, onAbort, withdraw });
       if (this.pending.size === 1) this.thread().ref();
       if (withdraw) this.withdrawals ??= setInterval(() => this.checkWithdrawals(), WITHDRAW_CHECK_MS).unref();
-      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined });
+      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined, ...(options.digest ? { digest: true } : {}) });
     });
   }
 
