@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { type LineCompletedData, type LineFailedData, type Usage, lineError } from '../src/domain/line-outcome.js';
+import { type LineFailedData, type LineOutcomeFields, type Usage, lineError, lineOutcomeFields } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
 import { streamKind } from '../src/domain/stream-names.js';
@@ -197,9 +197,14 @@ class LineOutcomeCounts {
 
 function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, counts: LineOutcomeCounts): void {
   if (recorded.type !== 'LineCompleted' && recorded.type !== 'LineFailed') return;
-  const data = recorded.data as unknown as LineCompletedData | LineFailedData;
-  counts.add(data.batch_id, recorded.type === 'LineCompleted', data.usage);
-  if (recorded.type === 'LineFailed') addError(db, data.batch_id, lineError(data as LineFailedData));
+  // The counters need no body: it is not parsed where the log's text lets it be left out (every
+  // batch line's event passes here, its parsed body kept with the page the log's readers share).
+  const fields = (recorded.serializedData !== undefined ? lineOutcomeFields(recorded.type, recorded.serializedData) : undefined) ?? (recorded.data as unknown as LineOutcomeFields);
+  counts.add(fields.batch_id, recorded.type === 'LineCompleted', fields.usage);
+  if (recorded.type !== 'LineFailed') return;
+  // An engine's error is in its body: the whole of it, then.
+  const failed = 'error' in fields && fields.error !== null ? ({ ...fields, body: null } as LineFailedData) : (recorded.data as unknown as LineFailedData);
+  addError(db, failed.batch_id, lineError(failed));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { outputLine } from '../src/domain/batch-output.js';
 import { JsonText } from '../src/domain/json-text.js';
-import { type LineCompletedData, type LineFailedData, lineOutcomeDataJson } from '../src/domain/line-outcome.js';
+import { type LineCompletedData, type LineFailedData, lineOutcomeDataJson, lineOutcomeFields } from '../src/domain/line-outcome.js';
 
 // A batch line's answer travels as its JSON text (JsonText) from the engine I/O thread to the
 // outcome event and the output file line. Whatever it travels as, what is written must be what
@@ -40,5 +40,16 @@ describe('an answer carried as its JSON text', () => {
 
   it('gives the value itself to JSON.stringify anywhere else (a store that writes its own JSON)', () => {
     for (const body of bodies) expect(JSON.stringify({ data: { body: new JsonText(JSON.stringify(body)) } })).toBe(JSON.stringify({ data: { body } }));
+  });
+
+  it("reads an outcome's fields but its body from the text this version writes, and declines any other layout", () => {
+    const tricky = { ...completed({ nested: { body: 1 }, text: ',"body":' }), custom_id: 'x,"body":{"a":1}' };
+    for (const data of [completed(bodies[0]), failed(bodies[2]), tricky, { ...failed(null), error: { code: 'engine_unavailable', message: 'a ,"body": b' } }]) {
+      const { body: _body, ...rest } = data;
+      const written = lineOutcomeDataJson({ ...data, body: new JsonText(JSON.stringify(data.body)) })!;
+      expect(lineOutcomeFields('error' in data ? 'LineFailed' : 'LineCompleted', written)).toEqual(rest);
+      // Earlier versions wrote the body before usage (and error): the fields before it are not all.
+      expect(lineOutcomeFields('error' in data ? 'LineFailed' : 'LineCompleted', JSON.stringify(data))).toBeUndefined();
+    }
   });
 });

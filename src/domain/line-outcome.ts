@@ -62,6 +62,32 @@ export function lineOutcomeDataJson(data: LineCompletedData | LineFailedData): s
   return `${JSON.stringify(rest).slice(0, -1)},"body":${body.text}}`;
 }
 
+/** An outcome's data without its body. */
+export type LineOutcomeFields = Omit<LineCompletedData, 'body'> | Omit<LineFailedData, 'body'>;
+
+const BODY_KEY = ',"body":';
+
+/**
+ * An outcome's data but its body, read from the data's JSON text without parsing the body where
+ * the text puts it last (as lineOutcomeDataJson writes it); undefined otherwise (parse it all).
+ * Every value before the body is Spool's own or a JSON string, in which a quote is escaped, so the
+ * first `,"body":` in the text is the body's key.
+ */
+export function lineOutcomeFields(type: 'LineCompleted' | 'LineFailed', text: string): LineOutcomeFields | undefined {
+  const at = text.indexOf(BODY_KEY);
+  if (at < 0) return undefined;
+  let fields: Partial<LineFailedData>;
+  try {
+    fields = JSON.parse(`${text.slice(0, at)}}`) as Partial<LineFailedData>;
+  } catch {
+    return undefined;
+  }
+  // Written with its body elsewhere (earlier versions put usage after it): what came before is not all of it.
+  if (typeof fields.batch_id !== 'string' || typeof fields.usage !== 'object' || fields.usage === null) return undefined;
+  if (type === 'LineFailed' && !('error' in fields)) return undefined;
+  return fields as LineOutcomeFields;
+}
+
 /** A failed line as an entry of the batch's errors.data (spec §7). */
 export function lineError(data: LineFailedData): BatchError {
   const engineError = (data.body as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;

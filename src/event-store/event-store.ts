@@ -41,8 +41,9 @@ export interface NewEvent<Data = Record<string, unknown>> {
   readonly type: string;
   readonly data: Data;
   /**
-   * `data` as JSON text, where the appender wrote it already (a batch line's outcome, whose body
-   * came as text): a store that keeps JSON text takes it as it is.
+   * `data` as JSON text, where it is at hand: written by the appender already (a batch line's
+   * outcome, whose body came as text), which a store that keeps JSON text takes as it is; or, on
+   * an event read from such a store, the text it keeps.
    */
   readonly serializedData?: string;
   readonly metadata: EventMetadata;

@@ -56,6 +56,10 @@ export class RowRecordedEvent implements RecordedEvent {
   get data(): Record<string, unknown> {
     return (this.parsedData ??= JSON.parse(this.row.data) as Record<string, unknown>);
   }
+  /** The data's JSON text as the log keeps it (for readers that need only part of it). */
+  get serializedData(): string {
+    return this.row.data;
+  }
   get metadata(): RecordedEvent['metadata'] {
     return (this.parsedMetadata ??= JSON.parse(this.row.metadata) as RecordedEvent['metadata']);
   }
