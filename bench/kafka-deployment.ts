@@ -50,6 +50,7 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
     const { child, url } = await startSpoolCli(args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) });
     children.set(name, { child, url });
   };
+  const ready = async (name: string) => (await (await fetch(`${children.get(name)!.url}/ready`)).json()) as { processors?: { inference?: { handled: number; partitions?: number[] } } };
   const stopAll = async () => {
     await Promise.all([...children.values()].map(({ child }) => stop(child)));
   };
@@ -58,11 +59,11 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
     const perProcess = String(Math.max(1, Math.floor(concurrency / 2)));
     await Promise.all(ROLES.map((role) => start(role.name, role.args, role.name.startsWith('inference') ? { ENGINE_CONCURRENCY: perProcess } : {})));
     for (const { url } of children.values()) await waitForReady(url, 120_000);
+    await settledInferenceGroup((name) => ready(name));
   } catch (error) {
     await stopAll();
     throw error;
   }
-  const ready = async (name: string) => (await (await fetch(`${children.get(name)!.url}/ready`)).json()) as { processors?: { inference?: { handled: number } } };
   return {
     url: children.get('api')!.url,
     apiPid: children.get('api')!.child.pid!,
@@ -74,3 +75,25 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
 }
 
 export { startKafkaBroker };
+
+/**
+ * Waits until the two inference processors hold the inference partitions between them, half each,
+ * and have for three readings in a row: a group still settling when the batch starts moves
+ * partitions, and the chunks under way on them are run again (their lines sent to the upstream a
+ * second time, which the benchmark's count of requests served then reports).
+ */
+async function settledInferenceGroup(ready: (name: string) => Promise<{ processors?: { inference?: { partitions?: number[] } } }>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let last = '';
+  let same = 0;
+  for (;;) {
+    const held = await Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.partitions ?? []));
+    const split = held[0]!.length > 0 && held[0]!.length === held[1]!.length && new Set(held.flat()).size === held[0]!.length * 2;
+    const seen = JSON.stringify(held);
+    same = split && seen === last ? same + 1 : split ? 1 : 0;
+    last = seen;
+    if (same >= 3) return;
+    if (Date.now() > deadline) throw new Error(`the inference group did not settle within a minute: ${seen}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}

@@ -15,7 +15,3 @@ export class JsonText {
   }
 }
 
-/** The JSON text of a value, spliced from a JsonText where it is one. */
-export function jsonOf(value: unknown): string {
-  return value instanceof JsonText ? value.text : JSON.stringify(value);
-}
