@@ -20,15 +20,15 @@ import { parseWorkRecord } from '../../src/domain/work-file.js';
 const CORRELATION = 'batch-runner';
 
 /**
- * Lines of one chunk waiting for an engine slot at once; the next is read as one is admitted (in
- * the same turn of the event loop, so slots an engine frees together are filled together). A
- * chunk's lines all have one deadline and job, so a few are enough for the engine's scheduler to
- * put the most urgent chunk's lines first and share slots between jobs. Each waiting line is
- * parsed, with its promises and spans, and a line that waits long outlives the young generation:
- * with 32 a chunk (256 for 8 chunks), a 50,000-line batch promoted a quarter more to the old
- * generation than with 8 (bench/FINDINGS.md, 2026-11-29).
+ * Lines of one chunk waiting for an engine slot at once; the next is read as one is admitted. A
+ * chunk's lines all have one deadline and job, so these are enough for the engine's scheduler to
+ * put the most urgent chunk's lines first and share slots between jobs, while a process running
+ * 8 chunks holds about 250 waiting lines (parsed, with their promises and spans), not 1,600.
+ * Fewer live shorter (8 promoted a quarter less to the old generation on the embedded default),
+ * but on the Kafka shape over PostgreSQL, where a chunk takes longer to end and the next to begin,
+ * 8 left the engine 10-20 requests short of its 128 (bench/FINDINGS.md, 2026-11-29).
  */
-const WAITING_LINES_PER_CHUNK = 8;
+const WAITING_LINES_PER_CHUNK = 32;
 
 const chunkKey = (chunk: Pick<ChunkRow, 'batch_id' | 'chunk'>) => `${chunk.batch_id}#${chunk.chunk}`;
 

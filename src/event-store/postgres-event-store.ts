@@ -201,15 +201,11 @@ export class PostgresEventStore implements EventStore {
    * append lock it checks and writes every append of the group, notifies, and commits as it ends.
    */
   private async commitGroup(group: readonly QueuedAppend[]): Promise<void> {
-    const appends = group.map((append) => ({
-      stream: append.streamName,
-      expected: typeof append.expected === 'bigint' ? append.expected.toString() : append.expected,
-      events: append.events.map((event) => ({ id: event.id, type: event.type, data: event.data, metadata: event.metadata })),
-    }));
+    const appends = `[${group.map((append) => `{"stream":${JSON.stringify(append.streamName)},"expected":${JSON.stringify(typeof append.expected === 'bigint' ? append.expected.toString() : append.expected)},"events":[${append.events.map(eventJson).join(',')}]}`).join(',')}]`;
     let outcomes: GroupOutcome[];
     try {
       // Named: each connection parses and plans it once (about 70 µs an append less than unnamed).
-      const { rows } = await this.pool.query<{ outcomes: string }>({ name: 'spool_append_group', text: 'SELECT spool_append_group($1::json, $2::bigint) AS outcomes', values: [JSON.stringify(appends), String(Date.now())] });
+      const { rows } = await this.pool.query<{ outcomes: string }>({ name: 'spool_append_group', text: 'SELECT spool_append_group($1::json, $2::bigint) AS outcomes', values: [appends, String(Date.now())] });
       outcomes = JSON.parse(rows[0]!.outcomes) as GroupOutcome[];
     } catch (error) {
       const failure = unavailable(error);
@@ -351,3 +347,12 @@ function isConnectionError(error: unknown): boolean {
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code.startsWith('ECONN') || code === 'ETIMEDOUT' || code === 'EPIPE';
 }
 
+/**
+ * An event as the append function takes it. Data written as JSON already (a batch line's outcome,
+ * its body spliced in as the engine's text) goes in as it is: the column keeps JSON as written,
+ * and its readers rely on the body coming last (lineOutcomeFields).
+ */
+function eventJson(event: NewEvent): string {
+  const data = event.serializedData ?? JSON.stringify(event.data);
+  return `{"id":${JSON.stringify(event.id)},"type":${JSON.stringify(event.type)},"data":${data},"metadata":${JSON.stringify(event.metadata)}}`;
+}
