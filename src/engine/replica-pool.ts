@@ -308,9 +308,9 @@ export class ReplicaPool implements InferenceEngine {
     return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member) + this.aheadOf(member), ceiling: member.ceiling, available: !anyHealthy || member.health.isUp(now) }));
   }
 
-  /** The limits of the replicas that take work now. */
-  private totalLimit(): number {
-    return this.capacities()
+  /** The limits of the replicas that take work now (of `capacities`, made now where not given). */
+  private totalLimit(capacities: readonly ReplicaCapacity[] = this.capacities()): number {
+    return capacities
       .filter((capacity) => capacity.available !== false)
       .reduce((sum, capacity) => sum + capacity.limit, 0);
   }
@@ -319,8 +319,7 @@ export class ReplicaPool implements InferenceEngine {
   private reservedOn(member: Member): number {
     // Asked for every batch line: the capacities are made once, not once for the total and again for the reserve.
     const capacities = this.capacities();
-    let total = 0;
-    for (const capacity of capacities) if (capacity.available !== false) total += capacity.limit;
+    const total = this.totalLimit(capacities);
     return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
   }
 
