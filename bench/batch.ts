@@ -295,8 +295,8 @@ export async function benchBatch(options: {
             rss = Math.max(...Object.values(deployment.peakRss()));
             await deployment.stop();
           }
-          // The phases come from the log's event times, read from the SQLite file (not from PostgreSQL).
-          if (!database) Object.assign(client.phases, logPhases(dataDir));
+          // The phases come from the log's event times.
+          Object.assign(client.phases, database ? await postgresPhases(database) : logPhases(dataDir));
           run = { ...client, peakRssMiB: rss };
         } else {
           run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines, options.build);
@@ -359,6 +359,26 @@ async function freshDatabase(url: string, name: string): Promise<string> {
   const fresh = new URL(url);
   fresh.pathname = `/${name}`;
   return fresh.toString();
+}
+
+/** The phases of logPhases, from the event times of a PostgreSQL log. */
+async function postgresPhases(url: string): Promise<{ validate: number; run: number; finalize: number }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ type: string; first: string; last: string }>(
+      `SELECT type, min(recorded_at) AS first, max(recorded_at) AS last FROM spool_events
+        WHERE type IN ('BatchCreated', 'BatchValidated', 'LineCompleted', 'LineFailed', 'BatchCompleted') GROUP BY type`,
+    );
+    const at = (type: string, which: 'first' | 'last') => Number(rows.find((row) => row.type === type)?.[which] ?? NaN);
+    const created = at('BatchCreated', 'first');
+    const validated = at('BatchValidated', 'first');
+    const lastLine = Math.max(at('LineCompleted', 'last'), at('LineFailed', 'last') || 0);
+    const completed = at('BatchCompleted', 'first');
+    return { validate: (validated - created) / 1000, run: (lastLine - validated) / 1000, finalize: (completed - lastLine) / 1000 };
+  } finally {
+    await client.end();
+  }
 }
 
 async function eventCount(url: string): Promise<number> {
