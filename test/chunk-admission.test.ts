@@ -35,13 +35,18 @@ describe('which held chunk starts next', () => {
     expect(nextChunk([tight()], [tight(), tight()], NOW, settings)).toBeUndefined();
   });
 
-  it('gives a chunk that has read its lines no place to read: the next starts, up to twice `parallel` running in all', () => {
+  it('gives a chunk that has read its lines no place to read: the next starts, up to twice `parallel` running in all unless more urgent than all', () => {
     // Two reading, none draining: the place is full.
-    expect(nextChunk([loose()], [loose(), loose()], NOW, settings, 0)).toBeUndefined();
+    expect(nextChunk([loose()], [loose(), loose()], NOW, settings, [])).toBeUndefined();
     // One reading, one draining (counted apart): the next starts.
-    expect(nextChunk([loose()], [loose()], NOW, settings, 1)).toBe(0);
-    // Reading and draining together at twice `parallel`: nothing starts, however urgent.
-    expect(nextChunk([tight()], [loose()], NOW, settings, 3)).toBeUndefined();
+    expect(nextChunk([loose()], [loose()], NOW, settings, [loose()])).toBe(0);
+    // Reading and draining together at twice `parallel`: only a chunk more urgent than every running one starts.
+    expect(nextChunk([loose()], [loose()], NOW, settings, [loose(), loose(), loose()])).toBeUndefined();
+    expect(nextChunk([loose('other')], [], NOW, settings, [loose(), loose(), loose(), loose()])).toBeUndefined();
+    expect(nextChunk([tight()], [loose()], NOW, settings, [loose(), loose(), loose()])).toBe(0);
+    expect(nextChunk([tight()], [tight()], NOW, settings, [tight(), tight(), tight()])).toBeUndefined();
+    // Reading chunks alone at twice `parallel`: nothing starts, however urgent.
+    expect(nextChunk([tight()], [loose(), loose(), loose(), loose()], NOW, settings, [])).toBeUndefined();
   });
 
   it('starts a chunk of a job arriving while another fills every place, past `parallel`, up to its share', () => {

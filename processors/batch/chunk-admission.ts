@@ -25,12 +25,14 @@ export interface ChunkAdmissionSettings {
  * short of lines while a whole wave of them waited for its last answers and the next wave started
  * (dips of a fifth of the engine's slots every few seconds on the Kafka shape). Reading and
  * draining chunks together stay below twice `parallel`, so chunks smaller than the lines they keep
- * waiting (whose lines are all read at once) do not all start together.
+ * waiting (whose lines are all read at once) do not all start together; only a chunk more urgent
+ * than every running one passes that bound (reading chunks alone staying below twice `parallel`),
+ * so draining loose chunks never hold a tight batch back.
  *
  * Chunks read up to `parallel` at once. The next is the most urgent (its batch's deadline, on the
  * scheduler's urgency scale), equally urgent ones going to the job with the fewest chunks
  * running, then in arrival order. Past `parallel` (up to twice it) a chunk still starts when:
- * - it is more urgent than every chunk reading: a tight batch created behind a loose one must
+ * - it is more urgent than every chunk running: a tight batch created behind a loose one must
  *   not wait for the loose chunks ahead of it to finish, and the engines' scheduler then puts
  *   its lines first;
  * - its job runs fewer chunks than its share of `parallel` among the jobs of its urgency that
@@ -39,8 +41,9 @@ export interface ChunkAdmissionSettings {
  *   after a whole chunk's time), and with one chunk at a time it would run dry between chunks.
  *   Lines are shared between jobs by the fleet scheduler; this gives each job lines to share.
  */
-export function nextChunk(held: readonly HeldChunk[], reading: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings, draining = 0): number | undefined {
-  if (held.length === 0 || reading.length + draining >= 2 * settings.parallel) return undefined;
+export function nextChunk(held: readonly HeldChunk[], reading: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings, draining: readonly HeldChunk[] = []): number | undefined {
+  if (held.length === 0 || reading.length >= 2 * settings.parallel) return undefined;
+  const full = reading.length + draining.length >= 2 * settings.parallel;
   const level = (chunk: HeldChunk) => (chunk.deadline === undefined ? LEAST_URGENT : urgencyLevel(chunk.deadline, now, settings.urgencyUnitMs));
   const readingPerKey = new Map<string, number>();
   for (const chunk of reading) readingPerKey.set(chunk.fairnessKey, (readingPerKey.get(chunk.fairnessKey) ?? 0) + 1);
@@ -52,11 +55,11 @@ export function nextChunk(held: readonly HeldChunk[], reading: readonly HeldChun
     const byShare = (readingPerKey.get(candidate.fairnessKey) ?? 0) - (readingPerKey.get(current.fairnessKey) ?? 0);
     if (byLevel < 0 || (byLevel === 0 && byShare < 0)) best = index;
   }
-  if (reading.length < settings.parallel) return best;
+  if (reading.length < settings.parallel && !full) return best;
   const chosen = held[best]!;
   const chosenLevel = level(chosen);
-  if (chosenLevel < Math.max(...reading.map(level))) return best;
-  if (reading.some((chunk) => level(chunk) < chosenLevel)) return undefined;
+  if (chosenLevel < Math.max(...reading.map(level), ...draining.map(level))) return best;
+  if (full || reading.some((chunk) => level(chunk) < chosenLevel)) return undefined;
   const jobs = new Set([...held, ...reading].filter((chunk) => level(chunk) === chosenLevel).map((chunk) => chunk.fairnessKey));
   const share = Math.max(1, Math.floor(settings.parallel / jobs.size));
   return (readingPerKey.get(chosen.fairnessKey) ?? 0) < share ? best : undefined;
@@ -74,7 +77,7 @@ export interface ChunkPlace {
 export class ChunkAdmission {
   private readonly held: Array<{ readonly chunk: HeldChunk; start(running: HeldChunk): void; drop(reason: Error): void }> = [];
   private readonly reading: HeldChunk[] = [];
-  private draining = 0;
+  private readonly draining: HeldChunk[] = [];
 
   constructor(
     private readonly settings: ChunkAdmissionSettings,
@@ -93,13 +96,13 @@ export class ChunkAdmission {
         if (state !== 'reading') return;
         state = 'draining';
         this.reading.splice(this.reading.indexOf(entry), 1);
-        this.draining++;
+        this.draining.push(entry);
         this.startWhatMay();
       },
       release: () => {
         if (state === 'over') return;
-        if (state === 'reading') this.reading.splice(this.reading.indexOf(entry), 1);
-        else this.draining--;
+        const list = state === 'reading' ? this.reading : this.draining;
+        list.splice(list.indexOf(entry), 1);
         state = 'over';
         this.startWhatMay();
       },
@@ -113,7 +116,7 @@ export class ChunkAdmission {
 
   /** Chunks waiting to start, running (reading lines or draining), and of those draining. */
   get counts(): { held: number; running: number; draining: number } {
-    return { held: this.held.length, running: this.reading.length + this.draining, draining: this.draining };
+    return { held: this.held.length, running: this.reading.length + this.draining.length, draining: this.draining.length };
   }
 
   private startWhatMay(): void {
