@@ -13,7 +13,7 @@ export const batchesProjection: Projection = {
   // 2: batch_chunks lost its settled column (nothing read it).
   // 3: cached_tokens and reasoning_tokens; errors keep the lowest lines, not the first to arrive.
   // 4: work_blob_key (prefix-aware order).
-  version: 4,
+  version: 5,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -50,9 +50,11 @@ export const batchesProjection: Projection = {
         total_tokens         INTEGER NOT NULL DEFAULT 0,
         cached_tokens        INTEGER NOT NULL DEFAULT 0,
         reasoning_tokens     INTEGER NOT NULL DEFAULT 0,
-        error_count          INTEGER NOT NULL DEFAULT 0
+        error_count          INTEGER NOT NULL DEFAULT 0,
+        account_id           TEXT
       );
       CREATE INDEX IF NOT EXISTS batches_by_status ON batches (status);
+      CREATE INDEX IF NOT EXISTS batches_by_account ON batches (account_id, seq);
       CREATE TABLE IF NOT EXISTS batch_chunks (
         batch_id   TEXT    NOT NULL,
         chunk      INTEGER NOT NULL,
@@ -110,11 +112,12 @@ function applyBatchEvent(db: Database.Database, recorded: RecordedEvent): void {
         const data = event.data;
         statement(
           db,
-          `INSERT INTO batches (id, input_file_id, endpoint, completion_window, job_id, model, price_1m_tokens, metadata, output_expires_after, status, created_at, expires_at)
-           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, @status, @created_at, @expires_at)
+          `INSERT INTO batches (id, input_file_id, endpoint, completion_window, job_id, model, price_1m_tokens, metadata, output_expires_after, status, created_at, expires_at, account_id)
+           VALUES (@batch_id, @input_file_id, @endpoint, @completion_window, @job_id, @model, @price_1m_tokens, @metadata, @output_expires_after, @status, @created_at, @expires_at, @account_id)
            ON CONFLICT (id) DO NOTHING`,
         ).run({
           ...data,
+          account_id: data.account_id ?? null,
           metadata: data.metadata === null ? null : JSON.stringify(data.metadata),
           output_expires_after: data.output_expires_after === null ? null : JSON.stringify(data.output_expires_after),
           status: statusAfter(event.type),
@@ -270,6 +273,8 @@ export interface BatchRow {
   readonly cached_tokens: number;
   readonly reasoning_tokens: number;
   readonly error_count: number;
+  /** The account that owns it (ACCOUNTS=required); null when accounts were off. */
+  readonly account_id: string | null;
 }
 
 export interface ChunkRow {
@@ -321,15 +326,19 @@ export class BatchesQueries {
     return statement(this.db, 'SELECT code, line, message, param FROM batch_errors WHERE batch_id = ? ORDER BY line IS NULL, line, position').all(batchId) as BatchError[];
   }
 
-  /** Newest first; `after` is exclusive. Undefined when the cursor names no batch. */
-  list(limit: number, after?: string): { data: BatchRow[]; hasMore: boolean } | undefined {
+  /**
+   * Newest first, after the batch `after` (exclusive); undefined when `after` is not a batch this
+   * list holds. `owner`: only that account's batches (a string), or every batch (undefined).
+   */
+  list(limit: number, after?: string, owner?: string): { data: BatchRow[]; hasMore: boolean } | undefined {
+    const mine = owner === undefined ? '' : 'account_id = @owner AND ';
     let rows: BatchRow[];
     if (after !== undefined) {
-      const cursor = statement(this.db, 'SELECT seq FROM batches WHERE id = ?').get(after) as { seq: number } | undefined;
+      const cursor = statement(this.db, `SELECT seq FROM batches WHERE ${mine}id = @after`).get({ owner, after }) as { seq: number } | undefined;
       if (!cursor) return undefined;
-      rows = statement(this.db, 'SELECT * FROM batches WHERE seq < ? ORDER BY seq DESC LIMIT ?').all(cursor.seq, limit + 1) as BatchRow[];
+      rows = statement(this.db, `SELECT * FROM batches WHERE ${mine}seq < @seq ORDER BY seq DESC LIMIT @limit`).all({ owner, seq: cursor.seq, limit: limit + 1 }) as BatchRow[];
     } else {
-      rows = statement(this.db, 'SELECT * FROM batches ORDER BY seq DESC LIMIT ?').all(limit + 1) as BatchRow[];
+      rows = statement(this.db, `SELECT * FROM batches ${owner === undefined ? '' : 'WHERE account_id = @owner '}ORDER BY seq DESC LIMIT @limit`).all({ owner, limit: limit + 1 }) as BatchRow[];
     }
     return { data: rows.slice(0, limit), hasMore: rows.length > limit };
   }

@@ -6,7 +6,7 @@ import { statement } from './read-model-store.js';
 
 export const filesProjection: Projection = {
   name: 'files',
-  version: 1,
+  version: 2,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS files (
@@ -21,8 +21,10 @@ export const filesProjection: Projection = {
         expires_at INTEGER,
         status     TEXT    NOT NULL,
         deleted_at INTEGER,
-        expired_at INTEGER
+        expired_at INTEGER,
+        account_id TEXT
       );
+      CREATE INDEX IF NOT EXISTS files_by_account ON files (account_id, status, seq);
       CREATE INDEX IF NOT EXISTS files_by_status_purpose ON files (status, purpose, seq);
       CREATE INDEX IF NOT EXISTS files_by_expiry ON files (status, expires_at);
     `);
@@ -36,10 +38,10 @@ export const filesProjection: Projection = {
       case 'FileUploaded':
         statement(
           db,
-          `INSERT INTO files (id, filename, purpose, bytes, sha256, blob_key, created_at, expires_at, status)
-           VALUES (@file_id, @filename, @purpose, @bytes, @sha256, @blob_key, @created_at, @expires_at, 'active')
+          `INSERT INTO files (id, filename, purpose, bytes, sha256, blob_key, created_at, expires_at, status, account_id)
+           VALUES (@file_id, @filename, @purpose, @bytes, @sha256, @blob_key, @created_at, @expires_at, 'active', @account_id)
            ON CONFLICT (id) DO NOTHING`,
-        ).run(event.data);
+        ).run({ ...event.data, account_id: event.data.account_id ?? null });
         return;
       case 'FileDeleted':
         statement(db, "UPDATE files SET status = 'deleted', deleted_at = ? WHERE id = ?").run(event.data.deleted_at, event.data.file_id);
@@ -60,6 +62,8 @@ export interface FileRow {
   readonly blob_key: string;
   readonly created_at: number;
   readonly expires_at: number | null;
+  /** The account that owns it (ACCOUNTS=required); null when accounts were off. */
+  readonly account_id: string | null;
 }
 
 export interface FileListQuery {
@@ -74,7 +78,7 @@ export class UnknownCursorError extends Error {
   override readonly name = 'UnknownCursorError';
 }
 
-const COLUMNS = 'seq, id, filename, purpose, bytes, sha256, blob_key, created_at, expires_at';
+const COLUMNS = 'seq, id, filename, purpose, bytes, sha256, blob_key, created_at, expires_at, account_id';
 
 /**
  * Queries on the files read model. A file past its expires_at is gone for readers at once, even
@@ -91,16 +95,18 @@ export class FilesQueries {
       .get(fileId, now);
   }
 
-  list(query: FileListQuery, now: number): { data: FileRow[]; hasMore: boolean } {
+  /** `owner`: only that account's files (a string), or every file (undefined); a cursor outside them is unknown. */
+  list(query: FileListQuery, now: number, owner?: string): { data: FileRow[]; hasMore: boolean } {
     const conditions = ["status = 'active'", '(expires_at IS NULL OR expires_at > @now)'];
-    const params: Record<string, unknown> = { now, limit: query.limit + 1 };
+    const params: Record<string, unknown> = { now, limit: query.limit + 1, owner };
+    if (owner !== undefined) conditions.push('account_id = @owner');
     if (query.purpose) {
       conditions.push('purpose = @purpose');
       params.purpose = query.purpose;
     }
     if (query.after !== undefined) {
       // Any file ever uploaded is a valid cursor, even if deleted since the page was served.
-      const cursor = this.db.prepare<[string], { seq: number }>('SELECT seq FROM files WHERE id = ?').get(query.after);
+      const cursor = this.db.prepare<Record<string, unknown>, { seq: number }>(`SELECT seq FROM files WHERE id = @after${owner === undefined ? '' : ' AND account_id = @owner'}`).get({ after: query.after, owner });
       if (!cursor) throw new UnknownCursorError(`No file with id ${query.after} to list after`);
       conditions.push(query.order === 'asc' ? 'seq > @cursor' : 'seq < @cursor');
       params.cursor = cursor.seq;
@@ -112,6 +118,11 @@ export class FilesQueries {
       .all(params);
     const hasMore = rows.length > query.limit;
     return { data: hasMore ? rows.slice(0, query.limit) : rows, hasMore };
+  }
+
+  /** The account that owns the file whatever its status (null: none, accounts were off); undefined if no such file was uploaded. */
+  ownerOf(fileId: string): string | null | undefined {
+    return this.db.prepare<[string], { account_id: string | null }>('SELECT account_id FROM files WHERE id = ?').get(fileId)?.account_id;
   }
 
   /** The file's status whether deleted or expired or not; undefined if no such file was uploaded. */

@@ -10,6 +10,8 @@ export interface Config {
   readonly dataDir: string;
   /** undefined: generate one on first start and keep it under dataDir. */
   readonly apiKey: string | undefined;
+  /** ACCOUNTS: `off` (the spec's `/v1`, open to any caller) or `required` (every `/v1` request names an account's key, and sees only that account's objects). */
+  readonly accounts: 'off' | 'required';
   /** An EventStoreDB/KurrentDB connection string; undefined: the embedded SQLite event store. */
   readonly eventStoreUrl: string | undefined;
   /** PGPASSWORD_FILE's contents or PGPASSWORD: the PostgreSQL event store's password where EVENTSTORE_URL names none (kept out of the URL, from a secret). */
@@ -161,6 +163,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     problems.push('API_KEY must be at least 16 characters with no white space');
   }
 
+  const accounts = value('ACCOUNTS') ?? 'off';
+  if (accounts !== 'off' && accounts !== 'required') problems.push(`ACCOUNTS must be off or required, got ${JSON.stringify(accounts)}`);
+
   const eventStoreRaw = value('EVENTSTORE_URL');
   let eventStoreUrl: string | undefined;
   let eventStoreTls: PostgresTls | undefined;
@@ -302,6 +307,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     host,
     dataDir,
     apiKey,
+    accounts: accounts as Config['accounts'],
     eventStoreUrl,
     eventStorePassword,
     eventStoreTls,

@@ -21,6 +21,7 @@ import { openMetricsServer } from './wiring/metrics-wiring.js';
 import { Lifecycle } from './wiring/lifecycle.js';
 import { openTracing } from './wiring/tracing-wiring.js';
 import { ProcessParts, readConfiguredJobs, reserveConfiguredJobs } from './wiring/parts.js';
+import { openApiExposure } from './wiring/exposure.js';
 import { readinessReport } from './wiring/readiness.js';
 import { type Role, resolveRoles } from './wiring/roles.js';
 import { wireWorkers } from './wiring/workers.js';
@@ -87,12 +88,14 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
     const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
     const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing });
-    const readiness = readinessReport({ roles, logger, adapters, parts, workers, storage: adapters.storage });
+    const exposure = openApiExposure(config, roles);
+    const readiness = readinessReport({ roles, logger, adapters, parts, workers, storage: adapters.storage, ...(exposure ? { warnings: [exposure] } : {}) });
     const app = await openHttpServer(roles, { config, clock, logger, apiKey, limits: options.limits ?? config.uploadLimits, parts, lifecycle, readiness, metrics, tracing });
     const { application, fleet } = parts.opened;
 
     // The HTTP server listens first, so /live and /ready answer while the read models catch up.
     const url = await listen(app, config);
+    if (exposure) logger.warn({ host: config.host, accounts: config.accounts }, exposure);
     const metricsUrl = config.metricsPort === undefined ? url : await openMetricsServer(metrics, config, config.metricsPort, lifecycle);
     await application?.projector.start();
     if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, adapters.eventStore, logger);

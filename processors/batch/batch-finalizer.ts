@@ -148,6 +148,8 @@ export class BatchFinalizer {
       blobKey: content.blobKey,
       createdAt,
       expiresAt: expiresAfter ? createdAt + expiresAfter.seconds : null,
+      // The batch's output and error files are its account's.
+      ...(batch.account_id !== null ? { accountId: batch.account_id } : {}),
     };
     const registered = await this.deps.files.register(facts, CORRELATION);
     // Already registered by a run that stopped before finishing the batch: the same file.

@@ -12,6 +12,7 @@ import {
 } from '../domain/batch.js';
 import { fileDecider } from '../domain/file.js';
 import { slaSeconds } from '../domain/job.js';
+import { OPEN_PRINCIPAL, type Principal, maySee, ownerOf } from '../domain/principal.js';
 import { batchStreamName, fileStreamName } from '../domain/stream-names.js';
 import { type Rejection, reject } from '../domain/rejection.js';
 import type { EventStore } from '../event-store/event-store.js';
@@ -32,14 +33,16 @@ export interface CreateBatchRequest {
 export class BatchLifecycle {
   constructor(private readonly deps: { eventStore: EventStore; projector: ReadModelsPosition; jobs: JobRegistry; clock: Clock; log: Pick<Logger, 'warn'> }) {}
 
-  async create(request: CreateBatchRequest, metadata: CommandMetadata): Promise<E.Either<Rejection, BatchFacts>> {
+  /** Creates a batch for the principal: its input file must be one the principal may see, and the batch is the principal's account's. */
+  async create(request: CreateBatchRequest, metadata: CommandMetadata, principal: Principal = OPEN_PRINCIPAL): Promise<E.Either<Rejection, BatchFacts>> {
     const now = this.deps.clock.nowSeconds();
     const job = await this.deps.jobs.find(request.job_id);
     if (!job) {
       return reject('invalid', `Unknown job_id ${JSON.stringify(request.job_id)}: a job must be reserved for the account before batches can use it`, 'job_id');
     }
     const { state: file } = await loadState(this.deps.eventStore, fileStreamName(request.input_file_id), fileDecider);
-    if (file.status !== 'active' || (file.file.expiresAt !== null && file.file.expiresAt <= now)) {
+    // Another account's file is answered as a file never uploaded.
+    if (file.status !== 'active' || (file.file.expiresAt !== null && file.file.expiresAt <= now) || !maySee(principal, file.file.accountId)) {
       return reject('invalid', `No such File object: ${request.input_file_id}`, 'input_file_id');
     }
     if (file.file.purpose !== 'batch') {
@@ -58,6 +61,7 @@ export class BatchLifecycle {
       output_expires_after: request.output_expires_after ?? null,
       created_at: now,
       expires_at: sla === null ? null : now + sla,
+      ...(ownerOf(principal) !== undefined ? { account_id: ownerOf(principal)! } : {}),
     };
     const outcome = await this.run(facts.batch_id, { type: 'CreateBatch', facts }, metadata);
     return E.map(() => facts)(outcome);

@@ -36,6 +36,8 @@ export interface BatchFacts {
   readonly output_expires_after: OutputExpiresAfter | null;
   readonly created_at: number;
   readonly expires_at: number | null;
+  /** The account that owns it, its output and error files (ACCOUNTS=required); absent when accounts are off. */
+  readonly account_id?: string;
 }
 
 /**

@@ -61,6 +61,8 @@ export interface FileFacts {
   readonly blobKey: string;
   readonly createdAt: number;
   readonly expiresAt: number | null;
+  /** The account that owns it (ACCOUNTS=required); absent when accounts are off. */
+  readonly accountId?: string;
 }
 
 export type FileState =
@@ -86,6 +88,7 @@ export type FileEvent =
         readonly blob_key: string;
         readonly created_at: number;
         readonly expires_at: number | null;
+        readonly account_id?: string;
       };
     }
   | { readonly type: 'FileDeleted'; readonly data: { readonly file_id: string; readonly deleted_at: number } }
@@ -108,6 +111,7 @@ export function decideFile(command: FileCommand, state: FileState): E.Either<Rej
             blob_key: file.blobKey,
             created_at: file.createdAt,
             expires_at: file.expiresAt,
+            ...(file.accountId !== undefined ? { account_id: file.accountId } : {}),
           },
         },
       ]);
@@ -138,6 +142,7 @@ export function evolveFile(state: FileState, event: FileEvent): FileState {
           blobKey: event.data.blob_key,
           createdAt: event.data.created_at,
           expiresAt: event.data.expires_at,
+          ...(event.data.account_id !== undefined ? { accountId: event.data.account_id } : {}),
         },
       };
     case 'FileDeleted':

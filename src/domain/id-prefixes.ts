@@ -12,6 +12,9 @@ export const ID_PREFIX = {
   /** One batch transition as webhooks announce it (derived from the batch and the transition). */
   webhookEvent: 'evt_',
   weightSync: 'sync_',
+  /** A key of an account (ACCOUNTS=required), and the key itself (shown once). */
+  accountKey: 'key_',
+  accountSecret: 'sk-spool-',
   // The OpenAI shapes of what an engine answers.
   engineRequest: 'req_',
   chatCompletion: 'chatcmpl-',

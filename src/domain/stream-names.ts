@@ -2,6 +2,7 @@
 // table of prefixes, so a name made here always parses back.
 
 const PREFIX = {
+  account: 'account-',
   batch: 'batch-',
   batchlines: 'batchlines-',
   file: 'file-',
@@ -14,6 +15,7 @@ const PREFIX = {
 export const batchStreamName = (batchId: string): string => `${PREFIX.batch}${batchId}`;
 export const batchLinesStreamName = (batchId: string, chunk: number): string => `${PREFIX.batchlines}${batchId}-${chunk}`;
 export const fileStreamName = (fileId: string): string => `${PREFIX.file}${fileId}`;
+export const accountStreamName = (accountId: string): string => `${PREFIX.account}${accountId}`;
 export const jobStreamName = (jobId: string): string => `${PREFIX.job}${jobId}`;
 export const weightsStreamName = (model: string): string => `${PREFIX.weights}${model}`;
 export const webhookStreamName = (webhookId: string): string => `${PREFIX.webhook}${webhookId}`;
@@ -22,7 +24,7 @@ export const webhookDeliveryStreamName = (webhookId: string, eventId: string): s
 
 /** A stream's kind and the id of its subject (a batch, file, job or model serve name). */
 export type ParsedStreamName =
-  | { readonly kind: 'batch' | 'file' | 'job' | 'weights'; readonly id: string }
+  | { readonly kind: 'account' | 'batch' | 'file' | 'job' | 'weights'; readonly id: string }
   | { readonly kind: 'batchlines'; readonly id: string; readonly chunk: number }
   | { readonly kind: 'webhook'; readonly id: string }
   | { readonly kind: 'webhookdelivery'; readonly id: string; readonly eventId: string };
@@ -47,7 +49,7 @@ function deliveryDot(name: string): number {
   return dot;
 }
 
-const WHOLE_ID_KINDS = ['batch', 'file', 'job', 'weights', 'webhook'] as const;
+const WHOLE_ID_KINDS = ['account', 'batch', 'file', 'job', 'weights', 'webhook'] as const;
 
 /**
  * What kind of stream a name is, as parseStreamName says, without making anything: the readers

@@ -33,6 +33,9 @@ export interface EventMetadata {
   readonly correlationId?: string;
   readonly causationId?: string;
   readonly requestId?: string;
+  /** The account and key that asked for it (ACCOUNTS=required): the audit trail's who. */
+  readonly accountId?: string;
+  readonly keyId?: string;
 }
 
 export interface NewEvent<Data = Record<string, unknown>> {

@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from 'pino';
 import { newRequestId } from '../platform/ids.js';
 import { notFound } from './api-error.js';
+import { type AccountKeys, installAccountAuth } from './account-auth.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
 import { MAX_PATH_PARAMETER_LENGTH, answerClientError, answerFrameworkError, answerUnmetExpectation, installErrorHandling } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
@@ -11,6 +12,7 @@ import type { HttpTimeouts } from './http-settings.js';
 import { OpenApiDocument } from './openapi.js';
 import { installRequestChecks } from './request-checks.js';
 import { compileRequestValidator } from './request-validation.js';
+import { type AccountRouteDeps, registerAccountRoutes } from './routes/accounts.js';
 import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
 import { type CompatRouteDeps, registerCompatRoutes } from './routes/compat.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
@@ -24,9 +26,12 @@ import { UPLOAD_FIELD_SIZE_LIMIT } from './upload-form.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps, WebhookRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps, WebhookRouteDeps, AccountRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
+  /** ACCOUNTS: off (the spec's open `/v1`) or required (an account's key on every `/v1` request). */
+  readonly accountsMode: 'off' | 'required';
+  readonly accountsQueries: AccountRouteDeps['accountsQueries'] & AccountKeys;
   readonly timeouts: HttpTimeouts;
   /** Hooks and routes the process adds (its metrics), after the error handling and before the routes. */
   readonly installBeforeRoutes?: (app: FastifyInstance) => void;
@@ -72,8 +77,9 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
   });
 
-  // Before anything else sees a route: the check is attached to each protected route itself.
+  // Before anything else sees a route: the checks are attached to each protected route itself.
   installBearerAuth(app, deps.apiKey);
+  installAccountAuth(app, deps.accountsMode, deps.accountsQueries);
   const openapi = new OpenApiDocument({
     title: 'Spool',
     version: SERVICE_VERSION,
@@ -105,6 +111,7 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerWeightRoutes(app, deps);
   registerHistoryRoutes(app, deps);
   registerWebhookRoutes(app, deps);
+  registerAccountRoutes(app, deps);
   app.get(
     '/docs',
     {

@@ -58,6 +58,10 @@ export class OpenApiDocument {
     }
   }
 
+  private usesScheme(name: string): boolean {
+    return Object.values(this.paths).some((operations) => Object.values(operations as Record<string, { security?: Array<Record<string, unknown>> }>).some((operation) => (operation.security ?? []).some((requirement) => name in requirement)));
+  }
+
   toJSON(): Schema {
     return {
       openapi: '3.1.0',
@@ -67,7 +71,11 @@ export class OpenApiDocument {
       tags: [...this.tags].sort().map((name) => ({ name, description: TAG_DESCRIPTIONS[name] ?? name })),
       paths: this.paths,
       components: {
-        securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API_KEY, for /mgmt/v1 and /compat/v1' } },
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'API_KEY, for /mgmt/v1 and /compat/v1' },
+          // Only where some route takes it: /v1 with ACCOUNTS=required (with accounts off /v1 takes no credential).
+          ...(this.usesScheme('accountKey') ? { accountKey: { type: 'http', scheme: 'bearer', description: "An account's key, for /v1 (ACCOUNTS=required)" } } : {}),
+        },
       },
     };
   }
@@ -78,6 +86,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   batches: 'OpenAI-compatible Batches API',
   audit: 'The events behind each file, batch and job',
   jobs: 'Job definitions reserved by operators (bearer API_KEY)',
+  accounts: "Accounts and their keys, opened by operators (bearer API_KEY); with ACCOUNTS=required each /v1 request names an account's key",
   weights: 'Weight sync onto the fleet (bearer API_KEY)',
   compat: 'Real-time OpenAI-compatible inference (bearer API_KEY)',
   system: 'Health and this description',

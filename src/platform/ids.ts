@@ -12,6 +12,12 @@ export const newFileId = (): string => `${ID_PREFIX.file}${randomHex()}`;
 export const newBatchId = (): string => `${ID_PREFIX.batch}${randomHex()}`;
 export const newWebhookId = (): string => `${ID_PREFIX.webhook}${randomHex()}`;
 export const newWeightSyncId = (): string => `${ID_PREFIX.weightSync}${randomHex()}`;
+export const newAccountKeyId = (): string => `${ID_PREFIX.accountKey}${randomHex()}`;
+/**
+ * An account's key: its key id's digits, a dot, and 256 random bits; shown once and kept only as
+ * its SHA-256. The id in it finds the key's record, whose digest is then compared in constant time.
+ */
+export const newAccountKey = (keyId: string): string => `${ID_PREFIX.accountSecret}${keyId.slice(ID_PREFIX.accountKey.length)}.${randomBytes(32).toString('base64url')}`;
 
 /** An event's id where the work that records it has no name to derive one from. */
 export const newEventId = (): string => randomUUID();

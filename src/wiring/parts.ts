@@ -3,7 +3,9 @@ import type Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import { ServedWeights } from '../../processors/weights/served-weights.js';
+import { AccountsQueries } from '../../projections/accounts-projection.js';
 import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
+import { OwnedObjects } from '../../projections/owned-objects.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
 import { HistoryFeed } from '../../projections/history-feed.js';
@@ -14,6 +16,7 @@ import { openReadModelStore } from '../../projections/read-model-store.js';
 import { WeightsQueries } from '../../projections/weights-projection.js';
 import { WebhooksQueries } from '../../projections/webhooks-projection.js';
 import { WebhookRegistry } from '../application/webhook-registry.js';
+import { AccountRegistry } from '../application/account-registry.js';
 import { BatchLifecycle } from '../application/batch-lifecycle.js';
 import { FileRegistry } from '../application/file-registry.js';
 import { DEMO_JOB, readJobDefinitions } from '../application/job-definitions-file.js';
@@ -51,6 +54,10 @@ export interface ApplicationParts {
   readonly weightSync: WeightSync;
   readonly webhooks: WebhookRegistry;
   readonly webhooksQueries: WebhooksQueries;
+  readonly accounts: AccountRegistry;
+  readonly accountsQueries: AccountsQueries;
+  /** Batches, files and histories as a principal may see them: what the API's routes read. */
+  readonly owned: OwnedObjects;
 }
 
 /** The engines, for the roles that call them (the API, the validator, inference, the checkpoint processor). */
@@ -109,11 +116,12 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
   const history = new HistoryQueries(readModels, eventStore);
   const batchesQueries = new BatchesQueries(readModels, projector);
+  const filesQueries = new FilesQueries(readModels);
   observeReadModels(metrics, batchesQueries, projector, eventStore);
   return {
     readModels,
     projector,
-    filesQueries: new FilesQueries(readModels),
+    filesQueries,
     batchesQueries,
     jobsQueries: new JobsQueries(readModels),
     weightsQueries: new WeightsQueries(readModels),
@@ -126,6 +134,9 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
     weightSync: new WeightSync({ eventStore, projector, clock, log: logger }),
     webhooks: new WebhookRegistry({ eventStore, projector, clock, log: logger }),
     webhooksQueries: new WebhooksQueries(readModels),
+    accounts: new AccountRegistry({ eventStore, projector, clock, log: logger }),
+    accountsQueries: new AccountsQueries(readModels),
+    owned: new OwnedObjects({ batches: batchesQueries, files: filesQueries, history }),
   };
 }
 

@@ -16,8 +16,8 @@ import type { Workers } from './workers.js';
  * store or message log is away. Each change of the report is logged once, with its internal
  * causes.
  */
-export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Logger; adapters: Adapters; parts: ProcessParts; workers: Workers; storage: StorageSpace }): () => ReadinessReport {
-  const { roles, logger, adapters, parts, workers, storage } = context;
+export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Logger; adapters: Adapters; parts: ProcessParts; workers: Workers; storage: StorageSpace; warnings?: readonly string[] }): () => ReadinessReport {
+  const { roles, logger, adapters, parts, workers, storage, warnings } = context;
   let lastReported = '';
   return () => {
     const { consumers, relay } = workers;
@@ -34,6 +34,8 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Log
       // On Kafka, the partitions of its work topic the consumer holds now (a group still settling shows it).
       ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled, ...partitionsOf(consumer) }])) } : {}),
       ...(relay ? { relay: { relayed: relay.relayed } } : {}),
+      // What the operator should know of how this process is set up (the API open beyond loopback without accounts).
+      ...(warnings && warnings.length > 0 ? { warnings } : {}),
     };
     const notReady: string[] = [];
     const degraded: string[] = [];

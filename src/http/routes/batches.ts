@@ -2,6 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { BatchLifecycle, CreateBatchRequest } from '../../application/batch-lifecycle.js';
 import type { BatchRow, BatchesQueries } from '../../../projections/batches-projection.js';
+import type { OwnedObjects } from '../../../projections/owned-objects.js';
+import type { Principal } from '../../domain/principal.js';
 import { fromRejection, invalidRequest, notFound } from '../api-error.js';
 import { httpSchema } from '../../platform/schemas.js';
 import { markBatchCreated } from '../batch-trace-root.js';
@@ -10,7 +12,8 @@ import { requestMetadata } from '../request-metadata.js';
 
 export interface BatchRouteDeps {
   readonly batches: BatchLifecycle;
-  readonly batchesQueries: BatchesQueries;
+  /** Batches, files and histories as the asking principal may see them (never the read models whole). */
+  readonly owned: OwnedObjects;
 }
 
 /** The Batch object of spec §2.1, from the read model. */
@@ -58,20 +61,20 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
   const params = httpSchema('BatchIdParams');
   const batchResponse = { 200: httpSchema('Batch') };
 
-  const findBatch = (batchId: string) => {
-    const row = deps.batchesQueries.get(batchId);
+  const findBatch = (principal: Principal, batchId: string) => {
+    const row = deps.owned.batch(principal, batchId);
     if (!row) throw notFound(`No such batch: ${batchId}`, 'batch_id');
-    return batchObject(row, deps.batchesQueries.errors(batchId));
+    return batchObject(row, deps.owned.batchErrors(principal, batchId));
   };
 
   app.post(
     '/v1/batches',
     { schema: { summary: 'Create a batch', tags: ['batches'], body: httpSchema('CreateBatchRequest'), response: batchResponse } },
     async (request) => {
-      const created = await deps.batches.create(request.body as CreateBatchRequest, requestMetadata(request));
+      const created = await deps.batches.create(request.body as CreateBatchRequest, requestMetadata(request), request.principal);
       if (E.isLeft(created)) throw fromRejection(created.left);
       markBatchCreated(request, created.right.batch_id);
-      return findBatch(created.right.batch_id);
+      return findBatch(request.principal, created.right.batch_id);
     },
   );
 
@@ -81,9 +84,9 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     async (request) => {
       const query = request.query as { limit: number; after?: string };
       const after = query.after === '' ? undefined : query.after;
-      const page = deps.batchesQueries.list(query.limit, after);
+      const page = deps.owned.batches(request.principal, query.limit, after);
       if (!page) throw invalidRequest(`No batch with id ${query.after} to list after`, 'after');
-      const data = page.data.map((row) => batchObject(row, deps.batchesQueries.errors(row.id)));
+      const data = page.data.map((row) => batchObject(row, deps.owned.batchErrors(request.principal, row.id)));
       return { object: 'list' as const, data, ...pageBounds(data, after), has_more: page.hasMore };
     },
   );
@@ -91,7 +94,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
   app.get(
     '/v1/batches/:batch_id',
     { schema: { summary: 'Retrieve a batch', tags: ['batches'], params, response: batchResponse } },
-    async (request) => findBatch((request.params as { batch_id: string }).batch_id),
+    async (request) => findBatch(request.principal, (request.params as { batch_id: string }).batch_id),
   );
 
   app.post(
@@ -99,9 +102,10 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     { schema: { summary: 'Cancel a batch', tags: ['batches'], params, response: batchResponse } },
     async (request) => {
       const batchId = (request.params as { batch_id: string }).batch_id;
+      findBatch(request.principal, batchId); // another account's batch is unknown here, and is not touched
       const cancelled = await deps.batches.cancel(batchId, requestMetadata(request));
       if (E.isLeft(cancelled)) throw fromRejection(cancelled.left);
-      return findBatch(batchId);
+      return findBatch(request.principal, batchId);
     },
   );
 }

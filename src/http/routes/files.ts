@@ -4,7 +4,9 @@ import type { FileRegistry } from '../../application/file-registry.js';
 import type { Clock } from '../../platform/clock.js';
 import { type FileFacts, type UploadLimits, fileExpiresAt, sanitizeFilename, uploadLimitFor } from '../../domain/file.js';
 import { newFileId } from '../../platform/ids.js';
-import type { FileListQuery, FileRow, FilesQueries } from '../../../projections/files-projection.js';
+import type { FileListQuery, FileRow } from '../../../projections/files-projection.js';
+import type { OwnedObjects } from '../../../projections/owned-objects.js';
+import { type Principal, ownerOf } from '../../domain/principal.js';
 import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
 import { httpSchema } from '../../platform/schemas.js';
@@ -14,7 +16,8 @@ import { UPLOAD_FIELD_SIZE_LIMIT, checkEarlyPurpose, collectUploadField, parseUp
 
 export interface FileRouteDeps {
   readonly files: FileRegistry;
-  readonly filesQueries: FilesQueries;
+  /** Batches, files and histories as the asking principal may see them (never the read models whole). */
+  readonly owned: OwnedObjects;
   readonly clock: Clock;
   readonly limits: UploadLimits;
 }
@@ -109,6 +112,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
           blobKey: stored.blobKey,
           createdAt,
           expiresAt: fileExpiresAt(form.purpose, createdAt, form.expiresAfter),
+          ...(ownerOf(request.principal) !== undefined ? { accountId: ownerOf(request.principal)! } : {}),
         };
         const registered = await deps.files.register(facts, requestMetadata(request));
         stored = undefined; // registered (or discarded by register): no longer ours to remove
@@ -132,7 +136,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
       const after = query.after === '' ? undefined : query.after;
       let page;
       try {
-        page = deps.filesQueries.list({ ...query, after }, deps.clock.nowSeconds());
+        page = deps.owned.files(request.principal, { ...query, after }, deps.clock.nowSeconds());
       } catch (error) {
         if (error instanceof UnknownCursorError) throw invalidRequest(error.message, 'after');
         throw error;
@@ -146,8 +150,8 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
     },
   );
 
-  const findFile = (fileId: string): FileRow => {
-    const row = deps.filesQueries.get(fileId, deps.clock.nowSeconds());
+  const findFile = (principal: Principal, fileId: string): FileRow => {
+    const row = deps.owned.file(principal, fileId, deps.clock.nowSeconds());
     if (!row) throw notFound(`No such File object: ${fileId}`, 'file_id');
     return row;
   };
@@ -155,7 +159,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
   app.get(
     '/v1/files/:file_id',
     { schema: { summary: 'Retrieve a file', tags: ['files'], params: fileIdParams, response: { 200: httpSchema('File') } } },
-    async (request) => fileObject(findFile((request.params as { file_id: string }).file_id)),
+    async (request) => fileObject(findFile(request.principal, (request.params as { file_id: string }).file_id)),
   );
 
   app.get(
@@ -180,7 +184,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
       },
     },
     async (request, reply) => {
-      const row = findFile((request.params as { file_id: string }).file_id);
+      const row = findFile(request.principal, (request.params as { file_id: string }).file_id);
       const content = await deps.files.openContent(row.blob_key);
       return reply
         .header('content-type', contentTypeOf(row.filename))
@@ -195,7 +199,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
     { schema: { summary: 'Delete a file', tags: ['files'], params: fileIdParams, response: { 200: httpSchema('DeletedFile') } } },
     async (request) => {
       const fileId = (request.params as { file_id: string }).file_id;
-      findFile(fileId); // an expired file is gone for clients, even before the sweeper records it
+      findFile(request.principal, fileId); // an expired file is gone for clients, even before the sweeper records it; another account's is unknown
       const deleted = await deps.files.delete(fileId, requestMetadata(request));
       if (E.isLeft(deleted)) throw fromRejection(deleted.left);
       return { id: fileId, object: 'file' as const, deleted: true as const };

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { HistoryFeed } from '../../../projections/history-feed.js';
-import type { HistoryQueries } from '../../../projections/history-projection.js';
+import type { OwnedObjects } from '../../../projections/owned-objects.js';
+import type { Principal } from '../../domain/principal.js';
 import { FINAL_STATUSES, isBatchEventType, statusAfter } from '../../domain/batch.js';
 import { positionToString } from '../../event-store/event-store.js';
 import type { RecordedEvent } from '../../event-store/event-store.js';
@@ -10,7 +11,8 @@ import { httpSchema } from '../../platform/schemas.js';
 import { EventStreamResponse } from '../event-stream.js';
 
 export interface HistoryRouteDeps {
-  readonly history: HistoryQueries;
+  /** Batches, files and histories as the asking principal may see them (never the read models whole). */
+  readonly owned: OwnedObjects;
   readonly historyFeed: HistoryFeed;
   readonly timeouts: Pick<HttpTimeouts, 'eventStreamHeartbeatMs'>;
 }
@@ -40,6 +42,8 @@ function historyEvent(event: RecordedEvent) {
     data: event.type === 'WebhookRegistered' ? withoutSecret(event.data) : event.data,
     correlation_id: event.metadata.correlationId ?? null,
     request_id: event.metadata.requestId ?? null,
+    // Who asked for it, where accounts are required (absent with accounts off).
+    ...(event.metadata.accountId !== undefined ? { account_id: event.metadata.accountId, key_id: event.metadata.keyId ?? null } : {}),
   };
 }
 
@@ -64,9 +68,10 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
     },
   };
 
-  const page = async (subject: string, query: { limit: number; after?: string }, missing: () => Error) => {
-    const found = await deps.history.page(subject, query.limit, query.after);
-    if (!found) throw query.after === undefined ? missing() : invalidRequest(`No event with id ${query.after} in this history to list after`, 'after');
+  const page = async (principal: Principal, subject: string, query: { limit: number; after?: string }, missing: () => Error) => {
+    const found = await deps.owned.history(principal, subject, query.limit, query.after);
+    // Another account's subject is missing, whatever the cursor.
+    if (!found) throw query.after === undefined || !deps.owned.knowsHistory(principal, subject) ? missing() : invalidRequest(`No event with id ${query.after} in this history to list after`, 'after');
     const data = found.events.map(historyEvent);
     return { object: 'list' as const, data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: found.hasMore };
   };
@@ -88,8 +93,8 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
     if (typeof lastEventId === 'string' && !EVENT_ID.test(lastEventId)) throw invalidRequest(`Last-Event-ID must be an event id (a UUID) of this batch, not ${JSON.stringify(lastEventId.slice(0, 64))}`, 'Last-Event-ID');
     const cursor = typeof lastEventId === 'string' ? lastEventId : after;
     const subject = `batch:${batchId}`;
-    if (!deps.history.knows(subject)) throw notFound(`No such batch: ${batchId}`, 'batch_id');
-    if (cursor !== undefined && !deps.history.knows(subject, cursor)) {
+    if (!deps.owned.knowsHistory(request.principal, subject)) throw notFound(`No such batch: ${batchId}`, 'batch_id');
+    if (cursor !== undefined && !deps.owned.knowsHistory(request.principal, subject, cursor)) {
       throw cursor === lastEventId
         ? invalidRequest(`No event with id ${cursor} (Last-Event-ID) in this history to resume after`, 'Last-Event-ID')
         : invalidRequest(`No event with id ${cursor} in this history to list after`, 'after');
@@ -131,7 +136,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
         const query = request.query as { limit: number; after?: string; stream?: string };
         // A HEAD asks for the headers only: it gets the list's, not a stream held open to the batch's end.
         if (history.subject === 'batch' && query.stream === 'true' && request.method === 'GET') return streamBatch(request, reply, id, query.after);
-        return page(`${history.subject}:${id}`, request.query as { limit: number; after?: string }, () => notFound(`${history.missing}: ${id}`, history.param));
+        return page(request.principal, `${history.subject}:${id}`, request.query as { limit: number; after?: string }, () => notFound(`${history.missing}: ${id}`, history.param));
       },
     );
   }

@@ -1,0 +1,76 @@
+import type Database from 'better-sqlite3';
+import type { AccountEvent } from '../src/domain/account.js';
+import type { RecordedEvent } from '../src/event-store/event-store.js';
+import type { Projection } from './projection.js';
+import { statement } from './read-model-store.js';
+
+/** Accounts and their keys (digests only): what the API authenticates `/v1` requests against. */
+export const accountsProjection: Projection = {
+  name: 'accounts',
+  version: 1,
+  create(db) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS accounts (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        account_id TEXT    NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS account_keys (
+        key_id     TEXT    PRIMARY KEY,
+        account_id TEXT    NOT NULL,
+        key_sha256 TEXT    NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+      );
+      CREATE INDEX IF NOT EXISTS account_keys_by_account ON account_keys (account_id, created_at);
+    `);
+  },
+  drop(db) {
+    db.exec('DROP TABLE IF EXISTS accounts; DROP TABLE IF EXISTS account_keys;');
+    if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").get()) db.prepare("DELETE FROM sqlite_sequence WHERE name = 'accounts'").run();
+  },
+  apply(db, recorded) {
+    const event = recorded as unknown as RecordedEvent & AccountEvent;
+    switch (event.type) {
+      case 'AccountOpened':
+        statement(db, 'INSERT INTO accounts (account_id, created_at) VALUES (@account_id, @created_at) ON CONFLICT DO NOTHING').run(event.data);
+        return;
+      case 'AccountKeyAdded':
+        statement(db, 'INSERT INTO account_keys (key_id, account_id, key_sha256, created_at) VALUES (@key_id, @account_id, @key_sha256, @created_at) ON CONFLICT DO NOTHING').run(event.data);
+        return;
+      case 'AccountKeyRevoked':
+        statement(db, 'UPDATE account_keys SET revoked_at = @revoked_at WHERE key_id = @key_id AND account_id = @account_id').run(event.data);
+        return;
+    }
+  },
+};
+
+export interface AccountListing {
+  readonly account_id: string;
+  readonly created_at: number;
+  readonly keys: ReadonlyArray<{ readonly key_id: string; readonly created_at: number; readonly revoked_at: number | null }>;
+}
+
+/** Queries on the accounts read model. Never returns a key's digest to a caller outside authentication. */
+export class AccountsQueries {
+  constructor(private readonly db: Database.Database) {}
+
+  /** A key that is not revoked, by its id: its account and digest (for authentication alone). */
+  activeKey(keyId: string): { account_id: string; key_sha256: string } | undefined {
+    return statement(this.db, 'SELECT account_id, key_sha256 FROM account_keys WHERE key_id = ? AND revoked_at IS NULL').get(keyId) as { account_id: string; key_sha256: string } | undefined;
+  }
+
+  /** Every account with its keys' ids, oldest first. */
+  list(): AccountListing[] {
+    const accounts = statement(this.db, 'SELECT account_id, created_at FROM accounts ORDER BY seq').all() as Array<{ account_id: string; created_at: number }>;
+    const keys = statement(this.db, 'SELECT key_id, account_id, created_at, revoked_at FROM account_keys ORDER BY created_at, key_id').all() as Array<{ key_id: string; account_id: string; created_at: number; revoked_at: number | null }>;
+    return accounts.map((account) => ({
+      ...account,
+      keys: keys.filter((key) => key.account_id === account.account_id).map(({ key_id, created_at, revoked_at }) => ({ key_id, created_at, revoked_at })),
+    }));
+  }
+
+  get(accountId: string): AccountListing | undefined {
+    return this.list().find((account) => account.account_id === accountId);
+  }
+}

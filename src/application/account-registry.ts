@@ -1,0 +1,40 @@
+import { createHash } from 'node:crypto';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Logger } from 'pino';
+import { accountDecider } from '../domain/account.js';
+import type { Rejection } from '../domain/rejection.js';
+import { accountStreamName } from '../domain/stream-names.js';
+import type { EventStore } from '../event-store/event-store.js';
+import type { Clock } from '../platform/clock.js';
+import { newAccountKey, newAccountKeyId } from '../platform/ids.js';
+import { type CommandMetadata, type ReadModelsPosition, execute } from './command-handler.js';
+
+/** The digest a key is kept and looked up as: hex SHA-256 (keys are 256 random bits, so no slow hash is needed). */
+export const keyDigest = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/** Accounts and their keys (ACCOUNTS=required), opened and changed by the operator. */
+export class AccountRegistry {
+  constructor(private readonly deps: { eventStore: EventStore; projector: ReadModelsPosition; clock: Clock; log: Pick<Logger, 'warn'> }) {}
+
+  /** Opens an account with its first key; the key is returned here and never again. */
+  async open(accountId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, { account_id: string; key_id: string; key: string }>> {
+    const keyId = newAccountKeyId();
+    const key = newAccountKey(keyId);
+    const outcome = await execute(this.deps, accountStreamName(accountId), accountDecider, { type: 'OpenAccount', accountId, keyId, keySha256: keyDigest(key), at: this.deps.clock.nowSeconds() }, { metadata });
+    return E.map(() => ({ account_id: accountId, key_id: keyId, key }))(outcome);
+  }
+
+  /** Another key for the account; returned here and never again. */
+  async addKey(accountId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, { account_id: string; key_id: string; key: string }>> {
+    const keyId = newAccountKeyId();
+    const key = newAccountKey(keyId);
+    const outcome = await execute(this.deps, accountStreamName(accountId), accountDecider, { type: 'AddAccountKey', accountId, keyId, keySha256: keyDigest(key), at: this.deps.clock.nowSeconds() }, { metadata });
+    return E.map(() => ({ account_id: accountId, key_id: keyId, key }))(outcome);
+  }
+
+  /** Revokes a key: this process refuses it once the revocation is in its read models (before this resolves). */
+  async revokeKey(accountId: string, keyId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, { account_id: string; key_id: string }>> {
+    const outcome = await execute(this.deps, accountStreamName(accountId), accountDecider, { type: 'RevokeAccountKey', accountId, keyId, at: this.deps.clock.nowSeconds() }, { metadata });
+    return E.map(() => ({ account_id: accountId, key_id: keyId }))(outcome);
+  }
+}

@@ -1,0 +1,208 @@
+import OpenAI, { toFile } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openApiExposure } from '../src/wiring/exposure.js';
+import { FakeEngine } from './support/fake-engine.js';
+import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { TEST_API_KEY, type WholeService, startTestService } from './support/service.js';
+
+const JOB = { job_id: 'shared-summaries', model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 1 };
+
+interface Issued {
+  readonly account_id: string;
+  readonly key_id: string;
+  readonly key: string;
+}
+
+/** What one account made: a batch that ran, its input, output and error files, and a file of another purpose. */
+interface Objects {
+  readonly client: OpenAI;
+  readonly key: Issued;
+  readonly inputFileId: string;
+  readonly otherFileId: string;
+  readonly batchId: string;
+  readonly outputFileId: string;
+  readonly errorFileId: string;
+}
+
+/**
+ * Accounts required (ACCOUNTS=required), through the real service over HTTP with the official
+ * openai client: two accounts each make files and a batch with output and error files, and every
+ * `/v1` endpoint is asked, with one account's key, about every object of the other's.
+ */
+describe('accounts: keys, and isolation of every /v1 object', () => {
+  const engine = new FakeEngine();
+  let service: WholeService;
+  const accounts: Record<'alpha' | 'beta', Objects> = {} as never;
+
+  const mgmt = (path: string, init: RequestInit = {}) =>
+    fetch(`${service.url}/mgmt/v1${path}`, { ...init, headers: { authorization: `Bearer ${TEST_API_KEY}`, ...(init.body ? { 'content-type': 'application/json' } : {}), ...(init.headers ?? {}) } });
+  const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
+    fetch(`${service.url}${path}`, { ...init, headers: { ...(key === undefined ? {} : { authorization: `Bearer ${key}` }), ...(init.body ? { 'content-type': 'application/json' } : {}), ...(init.headers ?? {}) } });
+
+  const open = async (accountId: string): Promise<Issued> => {
+    const response = await mgmt('/accounts', { method: 'POST', body: JSON.stringify({ account_id: accountId }) });
+    expect(response.status).toBe(201);
+    return (await response.json()) as Issued;
+  };
+
+  const makeObjects = async (accountId: string): Promise<Objects> => {
+    const key = await open(accountId);
+    const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: key.key, maxRetries: 0 });
+    const lines = [chatLine(`${accountId}-ok`, 'fine'), chatLine(`${accountId}-refused`, 'please [fail:400]')];
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), `${accountId}.jsonl`), purpose: 'batch' });
+    const other = await client.files.create({ file: await toFile(Buffer.from('notes'), `${accountId}-notes.txt`), purpose: 'user_data' });
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
+    const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+    expect(done.status).toBe('completed');
+    expect(done.output_file_id && done.error_file_id).toBeTruthy();
+    return { client, key, inputFileId: input.id, otherFileId: other.id, batchId: done.id, outputFileId: done.output_file_id!, errorFileId: done.error_file_id! };
+  };
+
+  beforeAll(async () => {
+    await engine.start();
+    service = await startTestService({ env: { ACCOUNTS: 'required', ENGINE_BASE_URL: engine.url, ENGINE_MAX_ATTEMPTS: '1', BATCH_CHUNK_LINES: '1' } });
+    expect((await reserveJob(service.url, JOB)).status).toBe(201);
+    accounts.alpha = await makeObjects('alpha');
+    accounts.beta = await makeObjects('beta');
+  });
+  afterAll(async () => {
+    await service.close();
+    await engine.stop();
+  });
+
+  it('refuses /v1 without a key, with an unknown one, and with the operator key (401, in the envelope)', async () => {
+    for (const key of [undefined, 'sk-spool-000000000000000000000000.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', wrongLastCharacter(accounts.alpha.key.key), TEST_API_KEY, 'placeholder']) {
+      for (const path of ['/v1/files', '/v1/batches', `/v1/batches/${accounts.alpha.batchId}`]) {
+        const response = await as(key, path);
+        expect(response.status, `${path} with ${key === undefined ? 'no key' : 'a wrong key'}`).toBe(401);
+        expect(await response.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_api_key' } });
+      }
+    }
+    // The operator's routes still take the operator key only.
+    expect((await as(accounts.alpha.key.key, '/mgmt/v1/accounts')).status).toBe(401);
+  });
+
+  it("answers every /v1 endpoint about the other account's objects exactly as about ids never issued", async () => {
+    const cases: Array<{ method: string; path: (id: string) => string; body?: (id: string) => unknown; ids: (o: Objects) => string[]; unknown: string }> = [
+      { method: 'GET', path: (id) => `/v1/files/${id}`, ids: fileIds, unknown: 'file-000000000000000000000000' },
+      { method: 'GET', path: (id) => `/v1/files/${id}/content`, ids: fileIds, unknown: 'file-000000000000000000000000' },
+      { method: 'GET', path: (id) => `/v1/files/${id}/events`, ids: fileIds, unknown: 'file-000000000000000000000000' },
+      { method: 'DELETE', path: (id) => `/v1/files/${id}`, ids: fileIds, unknown: 'file-000000000000000000000000' },
+      { method: 'GET', path: (id) => `/v1/batches/${id}`, ids: (o) => [o.batchId], unknown: 'batch_000000000000000000000000' },
+      { method: 'GET', path: (id) => `/v1/batches/${id}/events`, ids: (o) => [o.batchId], unknown: 'batch_000000000000000000000000' },
+      { method: 'GET', path: (id) => `/v1/batches/${id}/events?stream=true`, ids: (o) => [o.batchId], unknown: 'batch_000000000000000000000000' },
+      { method: 'POST', path: (id) => `/v1/batches/${id}/cancel`, ids: (o) => [o.batchId], unknown: 'batch_000000000000000000000000' },
+      // As cursors of the lists, and as the input of a new batch.
+      { method: 'GET', path: (id) => `/v1/files?after=${id}`, ids: fileIds, unknown: 'file-000000000000000000000000' },
+      { method: 'GET', path: (id) => `/v1/batches?after=${id}`, ids: (o) => [o.batchId], unknown: 'batch_000000000000000000000000' },
+      {
+        method: 'POST',
+        path: () => '/v1/batches',
+        body: (id) => ({ input_file_id: id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id }),
+        ids: (o) => [o.inputFileId],
+        unknown: 'file-000000000000000000000000',
+      },
+    ];
+    let asked = 0;
+    for (const [me, them] of [
+      [accounts.alpha, accounts.beta],
+      [accounts.beta, accounts.alpha],
+    ] as const) {
+      for (const testCase of cases) {
+        const ask = async (id: string) => {
+          const response = await as(me.key.key, testCase.path(id), { method: testCase.method, ...(testCase.body ? { body: JSON.stringify(testCase.body(id)) } : {}) });
+          return { status: response.status, body: (await response.text()).replaceAll(id, '<id>') };
+        };
+        const never = await ask(testCase.unknown);
+        expect(never.status, `${testCase.method} ${testCase.path(testCase.unknown)}`).toBeGreaterThanOrEqual(400);
+        for (const id of testCase.ids(them)) {
+          expect(await ask(id), `${testCase.method} ${testCase.path(id)} with another account's key`).toEqual(never);
+          asked++;
+        }
+      }
+    }
+    expect(asked).toBe(2 * (5 * 4 + 5 + 1));
+    // Nothing was touched: the owners still see all of it.
+    for (const objects of Object.values(accounts)) {
+      for (const id of fileIds(objects)) expect((await objects.client.files.retrieve(id)).id).toBe(id);
+      expect((await objects.client.batches.retrieve(objects.batchId)).status).toBe('completed');
+    }
+  });
+
+  it("lists and shows only the caller's own objects, with their content and history", async () => {
+    for (const [name, objects] of Object.entries(accounts)) {
+      const other = name === 'alpha' ? accounts.beta : accounts.alpha;
+      const files = (await objects.client.files.list()).data.map((file) => file.id).sort();
+      expect(files).toEqual(fileIds(objects).sort());
+      const batches = (await objects.client.batches.list()).data.map((batch) => batch.id);
+      expect(batches).toEqual([objects.batchId]);
+      const output = await fileLines(objects.client, objects.outputFileId);
+      expect(output.map((line) => line.custom_id)).toEqual([`${name}-ok`]);
+      const errors = await fileLines(objects.client, objects.errorFileId);
+      expect(errors.map((line) => line.custom_id)).toEqual([`${name}-refused`]);
+      // Not one of the other account's ids anywhere in what this account is shown.
+      const shown = JSON.stringify([files, batches, output, errors, await (await as(objects.key.key, `/v1/batches/${objects.batchId}/events?limit=100`)).json()]);
+      for (const id of [...fileIds(other), other.batchId, other.key.key_id, other.key.account_id]) expect(shown).not.toContain(id);
+    }
+  });
+
+  it('records which account and key did what in the audit trail', async () => {
+    const { key, batchId, inputFileId } = accounts.alpha;
+    const events = (await (await as(key.key, `/v1/batches/${batchId}/events?limit=100`)).json()) as { data: Array<{ type: string; account_id?: string; key_id?: string | null; data: Record<string, unknown> }> };
+    const created = events.data.find((event) => event.type === 'BatchCreated')!;
+    expect(created).toMatchObject({ account_id: 'alpha', key_id: key.key_id, data: { account_id: 'alpha' } });
+    const uploaded = (await (await as(key.key, `/v1/files/${inputFileId}/events`)).json()) as { data: Array<{ type: string; account_id?: string; key_id?: string | null }> };
+    expect(uploaded.data[0]).toMatchObject({ type: 'FileUploaded', account_id: 'alpha', key_id: key.key_id });
+  });
+
+  it('opens accounts and keys for the operator, lists key ids but never keys, and refuses a revoked key at once', async () => {
+    expect((await mgmt('/accounts', { method: 'POST', body: JSON.stringify({ account_id: 'alpha' }) })).status).toBe(409);
+    expect((await mgmt('/accounts', { method: 'POST', body: JSON.stringify({ account_id: 'no spaces' }) })).status).toBe(400);
+    expect((await mgmt('/accounts/nobody/keys', { method: 'POST' })).status).toBe(404);
+    const gamma = await open('gamma');
+    const second = (await (await mgmt('/accounts/gamma/keys', { method: 'POST' })).json()) as Issued;
+    expect(second).toMatchObject({ account_id: 'gamma', key_id: expect.stringMatching(/^key_/), key: expect.stringMatching(/^sk-spool-/) });
+    const listing = await (await mgmt('/accounts')).text();
+    expect(JSON.parse(listing).data.find((account: { account_id: string }) => account.account_id === 'gamma').keys.map((k: { key_id: string }) => k.key_id)).toEqual([gamma.key_id, second.key_id].sort());
+    for (const issued of [gamma, second, accounts.alpha.key]) expect(listing).not.toContain(issued.key);
+
+    expect((await as(gamma.key, '/v1/files')).status).toBe(200);
+    const revokedAt = Date.now();
+    expect((await mgmt(`/accounts/gamma/keys/${gamma.key_id}`, { method: 'DELETE' })).status).toBe(200);
+    // Refused from the next request on (well within a second), while the account's other key still works.
+    const refused = await as(gamma.key, '/v1/files');
+    expect(refused.status).toBe(401);
+    expect(Date.now() - revokedAt).toBeLessThan(1000);
+    expect((await as(second.key, '/v1/files')).status).toBe(200);
+    expect((await mgmt(`/accounts/gamma/keys/${gamma.key_id}`, { method: 'DELETE' })).status).toBe(200);
+    expect((await mgmt('/accounts/gamma/keys/key_000000000000000000000000', { method: 'DELETE' })).status).toBe(404);
+  });
+});
+
+const wrongLastCharacter = (key: string) => key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A');
+const fileIds = (objects: Objects) => [objects.inputFileId, objects.otherFileId, objects.outputFileId, objects.errorFileId];
+
+describe('the API open beyond loopback without accounts', () => {
+  it('is named (ACCOUNTS) where it listens on an address other than loopback with accounts off, and only there', () => {
+    const api = new Set(['api'] as const);
+    expect(openApiExposure({ accounts: 'off', host: '0.0.0.0' }, api)).toMatch(/ACCOUNTS is off and HOST 0\.0\.0\.0/);
+    expect(openApiExposure({ accounts: 'off', host: '10.1.2.3' }, api)).toMatch(/ACCOUNTS=required/);
+    expect(openApiExposure({ accounts: 'off', host: '::' }, api)).toBeDefined();
+    for (const host of ['127.0.0.1', '127.8.9.1', '::1', 'localhost', '[::1]']) expect(openApiExposure({ accounts: 'off', host }, api), host).toBeUndefined();
+    expect(openApiExposure({ accounts: 'required', host: '0.0.0.0' }, api)).toBeUndefined();
+    expect(openApiExposure({ accounts: 'off', host: '0.0.0.0' }, new Set(['relay'] as const))).toBeUndefined();
+  });
+
+  it('says so in /ready and leaves /v1 open', async () => {
+    const service = await startTestService({ env: { HOST: '0.0.0.0' } });
+    try {
+      const url = service.url.replace('0.0.0.0', '127.0.0.1');
+      const ready = (await (await fetch(`${url}/ready`)).json()) as { status: string; warnings?: string[] };
+      expect(ready.status).toBe('ready');
+      expect(ready.warnings).toEqual([expect.stringMatching(/^ACCOUNTS is off and HOST 0\.0\.0\.0/)]);
+      expect((await fetch(`${url}/v1/files`)).status).toBe(200);
+    } finally {
+      await service.close();
+    }
+  });
+});
