@@ -6,7 +6,7 @@ import { statement } from './read-model-store.js';
 /** Reserved jobs, in the order they were reserved. */
 export const jobsProjection: Projection = {
   name: 'jobs',
-  version: 1,
+  version: 2,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS jobs (
@@ -16,7 +16,8 @@ export const jobsProjection: Projection = {
         use_case        TEXT    NOT NULL,
         sla             TEXT    NOT NULL,
         price_1m_tokens REAL    NOT NULL,
-        reserved_at     INTEGER NOT NULL
+        reserved_at     INTEGER NOT NULL,
+        account_id      TEXT
       );
     `);
   },
@@ -28,9 +29,9 @@ export const jobsProjection: Projection = {
     if (event.type !== 'JobReserved') return;
     statement(
       db,
-      `INSERT INTO jobs (job_id, model, use_case, sla, price_1m_tokens, reserved_at)
-       VALUES (@job_id, @model, @use_case, @sla, @price_1m_tokens, @reserved_at) ON CONFLICT (job_id) DO NOTHING`,
-    ).run(event.data);
+      `INSERT INTO jobs (job_id, model, use_case, sla, price_1m_tokens, reserved_at, account_id)
+       VALUES (@job_id, @model, @use_case, @sla, @price_1m_tokens, @reserved_at, @account_id) ON CONFLICT (job_id) DO NOTHING`,
+    ).run({ ...event.data, account_id: event.data.account_id ?? null });
   },
 };
 
@@ -41,12 +42,13 @@ export interface JobRow {
   readonly sla: string;
   readonly price_1m_tokens: number;
   readonly reserved_at: number;
+  readonly account_id: string | null;
 }
 
 export class JobsQueries {
   constructor(private readonly db: Database.Database) {}
 
   list(): JobRow[] {
-    return statement(this.db, 'SELECT job_id, model, use_case, sla, price_1m_tokens, reserved_at FROM jobs ORDER BY seq').all() as JobRow[];
+    return statement(this.db, 'SELECT job_id, model, use_case, sla, price_1m_tokens, reserved_at, account_id FROM jobs ORDER BY seq').all() as JobRow[];
   }
 }

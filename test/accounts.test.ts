@@ -5,7 +5,8 @@ import { FakeEngine } from './support/fake-engine.js';
 import { chatLine, createBatch, fileLines, reserveJob, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, type WholeService, startTestService } from './support/service.js';
 
-const JOB = { job_id: 'shared-summaries', model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 1 };
+/** Each account's job: a batch may use only its own account's. */
+const jobOf = (accountId: string) => ({ job_id: `${accountId}-summaries`, model: 'tiny-chat', use_case: 'summaries', sla: '24h', price_1m_tokens: 1, account_id: accountId });
 
 interface Issued {
   readonly account_id: string;
@@ -47,11 +48,12 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
 
   const makeObjects = async (accountId: string): Promise<Objects> => {
     const key = await open(accountId);
+    expect((await reserveJob(service.url, jobOf(accountId))).status).toBe(201);
     const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: key.key, maxRetries: 0 });
     const lines = [chatLine(`${accountId}-ok`, 'fine'), chatLine(`${accountId}-refused`, 'please [fail:400]')];
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), `${accountId}.jsonl`), purpose: 'batch' });
     const other = await client.files.create({ file: await toFile(Buffer.from('notes'), `${accountId}-notes.txt`), purpose: 'user_data' });
-    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobOf(accountId).job_id });
     const done = await waitForStatus(client, created.id, ['completed', 'failed']);
     expect(done.status).toBe('completed');
     expect(done.output_file_id && done.error_file_id).toBeTruthy();
@@ -61,7 +63,8 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
   beforeAll(async () => {
     await engine.start();
     service = await startTestService({ env: { ACCOUNTS: 'required', ENGINE_BASE_URL: engine.url, ENGINE_MAX_ATTEMPTS: '1', BATCH_CHUNK_LINES: '1' } });
-    expect((await reserveJob(service.url, JOB)).status).toBe(201);
+    // A job named for no account is no account's: with accounts required no batch may use it.
+    expect((await reserveJob(service.url, { ...jobOf('x'), job_id: 'nobodys', account_id: undefined })).status).toBe(201);
     accounts.alpha = await makeObjects('alpha');
     accounts.beta = await makeObjects('beta');
   });
@@ -83,7 +86,8 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
   });
 
   it("answers every /v1 endpoint about the other account's objects exactly as about ids never issued", async () => {
-    const cases: Array<{ method: string; path: (id: string) => string; body?: (id: string) => unknown; ids: (o: Objects) => string[]; unknown: string }> = [
+    const batchOn = (inputFileId: string, jobId: string) => ({ input_file_id: inputFileId, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobId });
+    const cases: Array<{ method: string; path: (id: string) => string; body?: (id: string, me: Objects) => unknown; ids: (o: Objects) => string[]; unknown: string }> = [
       { method: 'GET', path: (id) => `/v1/files/${id}`, ids: fileIds, unknown: 'file-000000000000000000000000' },
       { method: 'GET', path: (id) => `/v1/files/${id}/content`, ids: fileIds, unknown: 'file-000000000000000000000000' },
       { method: 'GET', path: (id) => `/v1/files/${id}/events`, ids: fileIds, unknown: 'file-000000000000000000000000' },
@@ -98,10 +102,12 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
       {
         method: 'POST',
         path: () => '/v1/batches',
-        body: (id) => ({ input_file_id: id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id }),
+        body: (id, me) => batchOn(id, jobOf(me.key.account_id).job_id),
         ids: (o) => [o.inputFileId],
         unknown: 'file-000000000000000000000000',
       },
+      // Another account's job, or a job of no account, as a job never reserved.
+      { method: 'POST', path: () => '/v1/batches', body: (id, me) => batchOn(me.inputFileId, id), ids: (o) => [jobOf(o.key.account_id).job_id, 'nobodys'], unknown: 'never-reserved-job' },
     ];
     let asked = 0;
     for (const [me, them] of [
@@ -110,7 +116,7 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     ] as const) {
       for (const testCase of cases) {
         const ask = async (id: string) => {
-          const response = await as(me.key.key, testCase.path(id), { method: testCase.method, ...(testCase.body ? { body: JSON.stringify(testCase.body(id)) } : {}) });
+          const response = await as(me.key.key, testCase.path(id), { method: testCase.method, ...(testCase.body ? { body: JSON.stringify(testCase.body(id, me)) } : {}) });
           return { status: response.status, body: (await response.text()).replaceAll(id, '<id>') };
         };
         const never = await ask(testCase.unknown);
@@ -121,7 +127,7 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
         }
       }
     }
-    expect(asked).toBe(2 * (5 * 4 + 5 + 1));
+    expect(asked).toBe(2 * (5 * 4 + 5 + 1 + 2));
     // Nothing was touched: the owners still see all of it.
     for (const objects of Object.values(accounts)) {
       for (const id of fileIds(objects)) expect((await objects.client.files.retrieve(id)).id).toBe(id);

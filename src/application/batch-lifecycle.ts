@@ -37,7 +37,8 @@ export class BatchLifecycle {
   async create(request: CreateBatchRequest, metadata: CommandMetadata, principal: Principal = OPEN_PRINCIPAL): Promise<E.Either<Rejection, BatchFacts>> {
     const now = this.deps.clock.nowSeconds();
     const job = await this.deps.jobs.find(request.job_id);
-    if (!job) {
+    // With accounts, a job is its account's alone: another account's is answered as an unknown one.
+    if (!job || (principal.kind === 'account' && job.account_id !== principal.accountId)) {
       return reject('invalid', `Unknown job_id ${JSON.stringify(request.job_id)}: a job must be reserved for the account before batches can use it`, 'job_id');
     }
     const { state: file } = await loadState(this.deps.eventStore, fileStreamName(request.input_file_id), fileDecider);

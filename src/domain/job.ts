@@ -13,6 +13,8 @@ export interface JobDefinition {
   readonly sla: string;
   /** USD per 1,000,000 tokens. */
   readonly price_1m_tokens: number;
+  /** The account whose batches may use it (ACCOUNTS=required); absent: none named. */
+  readonly account_id?: string;
 }
 
 export type JobState = { readonly status: 'absent' } | { readonly status: 'reserved'; readonly job: JobDefinition; readonly reservedAt: number };
@@ -36,7 +38,7 @@ export function slaSeconds(sla: string): number | null | undefined {
 }
 
 export function sameDefinition(a: JobDefinition, b: JobDefinition): boolean {
-  return a.job_id === b.job_id && a.model === b.model && a.use_case === b.use_case && a.sla === b.sla && a.price_1m_tokens === b.price_1m_tokens;
+  return a.job_id === b.job_id && a.model === b.model && a.use_case === b.use_case && a.sla === b.sla && a.price_1m_tokens === b.price_1m_tokens && a.account_id === b.account_id;
 }
 
 export function decideJob(command: JobCommand, state: JobState): E.Either<Rejection, JobEvent[]> {

@@ -12,7 +12,7 @@ export interface JobRouteDeps {
   readonly jobsQueries: JobsQueries;
 }
 
-const jobObject = (job: JobDefinition, createdAt: number) => ({
+const jobObject = (job: Omit<JobDefinition, 'account_id'> & { readonly account_id?: string | null }, createdAt: number) => ({
   object: 'job' as const,
   job_id: job.job_id,
   model: job.model,
@@ -20,6 +20,7 @@ const jobObject = (job: JobDefinition, createdAt: number) => ({
   sla: job.sla,
   price_1m_tokens: job.price_1m_tokens,
   created_at: createdAt,
+  ...(job.account_id !== undefined && job.account_id !== null ? { account_id: job.account_id } : {}),
 });
 
 /** Operators reserve job ids for accounts ahead of time (bearer API_KEY, under /mgmt/v1). */
