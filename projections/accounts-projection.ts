@@ -1,8 +1,13 @@
 import type Database from 'better-sqlite3';
-import type { AccountEvent } from '../src/domain/account.js';
+import type { AccountEvent, AccountLimits } from '../src/domain/account.js';
+import type { AccountUsage } from '../src/domain/account-quota.js';
+import { STOPPABLE_STATUSES } from '../src/domain/batch.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
 import { statement } from './read-model-store.js';
+
+/** The statuses in which a batch's lines count as queued: it has not ended. */
+const QUEUED_STATUSES = new Set<string>([...STOPPABLE_STATUSES, 'finalizing', 'cancelling']);
 
 /** Accounts and their keys (digests only): what the API authenticates `/v1` requests against. */
 export const accountsProjection: Projection = {
@@ -12,8 +17,11 @@ export const accountsProjection: Projection = {
     db.exec(`
       CREATE TABLE IF NOT EXISTS accounts (
         seq        INTEGER PRIMARY KEY AUTOINCREMENT,
-        account_id TEXT    NOT NULL UNIQUE,
-        created_at INTEGER NOT NULL
+        account_id    TEXT    NOT NULL UNIQUE,
+        created_at    INTEGER NOT NULL,
+        queued_lines  INTEGER,
+        queued_tokens INTEGER,
+        stored_bytes  INTEGER
       );
       CREATE TABLE IF NOT EXISTS account_keys (
         key_id     TEXT    PRIMARY KEY,
@@ -41,6 +49,9 @@ export const accountsProjection: Projection = {
       case 'AccountKeyRevoked':
         statement(db, 'UPDATE account_keys SET revoked_at = @revoked_at WHERE key_id = @key_id AND account_id = @account_id').run(event.data);
         return;
+      case 'AccountLimitsSet':
+        statement(db, 'UPDATE accounts SET queued_lines = @queued_lines, queued_tokens = @queued_tokens, stored_bytes = @stored_bytes WHERE account_id = @account_id').run(event.data);
+        return;
     }
   },
 };
@@ -48,6 +59,7 @@ export const accountsProjection: Projection = {
 export interface AccountListing {
   readonly account_id: string;
   readonly created_at: number;
+  readonly limits: AccountLimits;
   readonly keys: ReadonlyArray<{ readonly key_id: string; readonly created_at: number; readonly revoked_at: number | null }>;
 }
 
@@ -62,15 +74,41 @@ export class AccountsQueries {
 
   /** Every account with its keys' ids, oldest first. */
   list(): AccountListing[] {
-    const accounts = statement(this.db, 'SELECT account_id, created_at FROM accounts ORDER BY seq').all() as Array<{ account_id: string; created_at: number }>;
+    const accounts = statement(this.db, 'SELECT account_id, created_at, queued_lines, queued_tokens, stored_bytes FROM accounts ORDER BY seq').all() as Array<{ account_id: string; created_at: number } & AccountLimits>;
     const keys = statement(this.db, 'SELECT key_id, account_id, created_at, revoked_at FROM account_keys ORDER BY created_at, key_id').all() as Array<{ key_id: string; account_id: string; created_at: number; revoked_at: number | null }>;
-    return accounts.map((account) => ({
-      ...account,
-      keys: keys.filter((key) => key.account_id === account.account_id).map(({ key_id, created_at, revoked_at }) => ({ key_id, created_at, revoked_at })),
+    return accounts.map(({ account_id, created_at, queued_lines, queued_tokens, stored_bytes }) => ({
+      account_id,
+      created_at,
+      limits: { queued_lines, queued_tokens, stored_bytes },
+      keys: keys.filter((key) => key.account_id === account_id).map(({ key_id, created_at, revoked_at }) => ({ key_id, created_at, revoked_at })),
     }));
   }
 
   get(accountId: string): AccountListing | undefined {
     return this.list().find((account) => account.account_id === accountId);
+  }
+
+  /** The account's limits; undefined for an account never opened. */
+  limitsOf(accountId: string): AccountLimits | undefined {
+    return statement(this.db, 'SELECT queued_lines, queued_tokens, stored_bytes FROM accounts WHERE account_id = ?').get(accountId) as AccountLimits | undefined;
+  }
+
+  /**
+   * What the account holds now, from the batches and files read models: the lines and estimated
+   * tokens of its batches not yet ended (but `excludingBatch`), and the bytes of its files.
+   */
+  usageOf(accountId: string, excludingBatch = ''): AccountUsage {
+    const queued = statement(
+      this.db,
+      `SELECT COALESCE(SUM(total), 0) AS queued_lines, COALESCE(SUM(estimated_tokens), 0) AS queued_tokens FROM batches
+        WHERE account_id = @account AND id <> @excluding AND status IN (${[...QUEUED_STATUSES].map((status) => `'${status}'`).join(', ')})`,
+    ).get({ account: accountId, excluding: excludingBatch }) as { queued_lines: number; queued_tokens: number };
+    const stored = statement(this.db, "SELECT COALESCE(SUM(bytes), 0) AS stored_bytes FROM files WHERE account_id = ? AND status = 'active'").get(accountId) as { stored_bytes: number };
+    return { ...queued, ...stored };
+  }
+
+  /** Every account's usage, for the metrics. */
+  allUsage(): Array<{ account_id: string } & AccountUsage> {
+    return (statement(this.db, 'SELECT account_id FROM accounts ORDER BY seq').all() as Array<{ account_id: string }>).map(({ account_id }) => ({ account_id, ...this.usageOf(account_id) }));
   }
 }

@@ -51,7 +51,8 @@ export const batchesProjection: Projection = {
         cached_tokens        INTEGER NOT NULL DEFAULT 0,
         reasoning_tokens     INTEGER NOT NULL DEFAULT 0,
         error_count          INTEGER NOT NULL DEFAULT 0,
-        account_id           TEXT
+        account_id           TEXT,
+        estimated_tokens     INTEGER NOT NULL DEFAULT 0
       );
       CREATE INDEX IF NOT EXISTS batches_by_status ON batches (status);
       CREATE INDEX IF NOT EXISTS batches_by_account ON batches (account_id, seq);
@@ -125,7 +126,7 @@ function applyBatchEvent(db: Database.Database, recorded: RecordedEvent): void {
         return;
       }
       case 'BatchValidated': {
-        set('status = @status, in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key, work_blob_key = @work_blob_key', { work_blob_key: null, ...event.data });
+        set('status = @status, in_progress_at = @in_progress_at, total = @total, input_blob_key = @input_blob_key, work_blob_key = @work_blob_key, estimated_tokens = @estimated_tokens', { work_blob_key: null, estimated_tokens: 0, ...event.data });
         const insert = statement(db, 'INSERT OR IGNORE INTO batch_chunks (batch_id, chunk, first_line, lines, start, end) VALUES (?, ?, ?, ?, ?, ?)');
         for (const chunk of event.data.chunks as ChunkSpec[]) insert.run(event.data.batch_id, chunk.index, chunk.first_line, chunk.lines, chunk.start, chunk.end);
         return;
@@ -275,6 +276,8 @@ export interface BatchRow {
   readonly error_count: number;
   /** The account that owns it (ACCOUNTS=required); null when accounts were off. */
   readonly account_id: string | null;
+  /** Its input tokens as estimated at validation (0 before). */
+  readonly estimated_tokens: number;
 }
 
 export interface ChunkRow {

@@ -1,3 +1,5 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiExposure } from '../src/wiring/exposure.js';
@@ -152,6 +154,12 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     }
   });
 
+  it("keeps each account's file contents under its own prefix of the blob store", () => {
+    for (const [name, objects] of Object.entries(accounts)) {
+      for (const id of fileIds(objects)) expect(existsSync(join(service.dataDir, 'blobs', 'accounts', name, 'files', id)), `${name}: ${id}`).toBe(true);
+    }
+  });
+
   it('records which account and key did what in the audit trail', async () => {
     const { key, batchId, inputFileId } = accounts.alpha;
     const events = (await (await as(key.key, `/v1/batches/${batchId}/events?limit=100`)).json()) as { data: Array<{ type: string; account_id?: string; key_id?: string | null; data: Record<string, unknown> }> };
@@ -182,6 +190,61 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     expect((await as(second.key, '/v1/files')).status).toBe(200);
     expect((await mgmt(`/accounts/gamma/keys/${gamma.key_id}`, { method: 'DELETE' })).status).toBe(200);
     expect((await mgmt('/accounts/gamma/keys/key_000000000000000000000000', { method: 'DELETE' })).status).toBe(404);
+  });
+
+  it("refuses work over an account's limits clearly, and leaves the other accounts' batches running", async () => {
+    const delta = await open('delta');
+    expect((await reserveJob(service.url, jobOf('delta'))).status).toBe(201);
+    const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: delta.key, maxRetries: 0 });
+    const setLimits = async (limits: Record<string, number | null>) => {
+      const response = await mgmt('/accounts/delta/limits', { method: 'PUT', body: JSON.stringify(limits) });
+      expect(response.status).toBe(200);
+      return (await response.json()) as { limits: Record<string, number | null>; usage: Record<string, number> };
+    };
+    expect((await mgmt('/accounts/delta/limits', { method: 'PUT', body: JSON.stringify({ queued_lines: -1, queued_tokens: null, stored_bytes: null }) })).status).toBe(400);
+    expect((await mgmt('/accounts/nobody/limits', { method: 'PUT', body: JSON.stringify({ queued_lines: 1, queued_tokens: null, stored_bytes: null }) })).status).toBe(404);
+
+    // Storage: an upload past the limit is refused and nothing of it is kept.
+    await setLimits({ queued_lines: null, queued_tokens: null, stored_bytes: 600 });
+    const lines = Array.from({ length: 4 }, (_, index) => chatLine(`delta-${index}`, 'fine'));
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'delta.jsonl'), purpose: 'batch' });
+    await expect(client.files.create({ file: await toFile(Buffer.from('x'.repeat(600)), 'big.txt'), purpose: 'user_data' })).rejects.toMatchObject({
+      status: 400,
+      code: 'storage_limit_exceeded',
+      param: 'file',
+      message: expect.stringContaining('storage limit is 600 bytes'),
+    });
+    expect((await client.files.list()).data.map((file) => file.id)).toEqual([input.id]);
+    expect(readdirSync(join(service.dataDir, 'blobs', 'accounts', 'delta', 'files'))).toEqual([input.id]);
+
+    // Queued work: a batch over the lines or the tokens its account may queue fails validation, naming the limit.
+    const beta = accounts.beta;
+    const betaLines = Array.from({ length: 6 }, (_, index) => chatLine(`beta-more-${index}`, 'fine'));
+    const betaInput = await beta.client.files.create({ file: await toFile(Buffer.from(betaLines.join('\n')), 'beta-more.jsonl'), purpose: 'batch' });
+    const betaBatch = await createBatch(beta.client, { input_file_id: betaInput.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobOf('beta').job_id });
+    for (const [limits, code] of [
+      [{ queued_lines: 3, queued_tokens: null, stored_bytes: null }, 'line_limit_exceeded'],
+      [{ queued_lines: null, queued_tokens: 40, stored_bytes: null }, 'token_limit_exceeded'],
+    ] as const) {
+      await setLimits(limits);
+      const refused = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobOf('delta').job_id });
+      const failed = await waitForStatus(client, refused.id, ['failed', 'completed']);
+      expect(failed.status).toBe('failed');
+      expect(failed.errors!.data![0]).toMatchObject({ code, line: null });
+    }
+    // Within its limits it runs; its usage is the account's to see, and the operator's.
+    const usage = await setLimits({ queued_lines: 4, queued_tokens: 1000, stored_bytes: 100_000 });
+    expect(usage.usage).toEqual({ queued_lines: 0, queued_tokens: 0, stored_bytes: Buffer.byteLength(lines.join('\n')) });
+    const ran = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: jobOf('delta').job_id });
+    expect((await waitForStatus(client, ran.id, ['failed', 'completed'])).status).toBe('completed');
+    const own = (await (await as(delta.key, '/v1/account')).json()) as { account_id: string; limits: Record<string, number>; usage: Record<string, number> };
+    expect(own).toMatchObject({ account_id: 'delta', limits: { queued_lines: 4, queued_tokens: 1000, stored_bytes: 100_000 }, usage: { queued_lines: 0 } });
+    expect(own.usage.stored_bytes).toBeGreaterThan(Buffer.byteLength(lines.join('\n')));
+    // The other account's batch, created before the refusals, ran to its end untouched.
+    expect((await waitForStatus(beta.client, betaBatch.id, ['failed', 'completed'])).status).toBe('completed');
+    const metrics = await (await fetch(`${service.url}/metrics`)).text();
+    expect(metrics).toMatch(/spool_account_stored_bytes\{account="delta"\} \d+/);
+    expect(metrics).not.toContain(input.id);
   });
 });
 

@@ -125,7 +125,7 @@ export class BatchFinalizer {
     const fileId = outputFileId(batch.id, kind);
     const store = async (useParts: boolean) => {
       const copied = { partChunks: 0, lines: 0 };
-      const content = await this.deps.files.storeContent(fileId, this.lines(batch, kind, copied, useParts), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' });
+      const content = await this.deps.files.storeContent(fileId, this.lines(batch, kind, copied, useParts), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' }, batch.account_id ?? undefined);
       return { content, copied };
     };
     let { content, copied } = await store(true);

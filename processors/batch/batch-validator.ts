@@ -1,3 +1,5 @@
+import type { AccountLimits } from '../../src/domain/account.js';
+import { type AccountUsage, estimatedTokens, queuedWorkRefusal } from '../../src/domain/account-quota.js';
 import type { Logger } from 'pino';
 import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
 import { loadState } from '../../src/application/command-handler.js';
@@ -22,6 +24,7 @@ import { PrefixSignatureTable, prefixSignature } from '../../src/domain/prefix-o
 import { physicalLines } from './jsonl-lines.js';
 import { RequestLines, WorkFileWriter } from './work-file-writer.js';
 import type { BatchesQueries } from '../../projections/batches-projection.js';
+
 
 const CORRELATION = { correlationId: 'batch-validator' };
 
@@ -56,6 +59,8 @@ export class BatchValidator {
       prefixOrder?: 'auto' | 'off';
       /** Where the work file is assembled before it is stored (local disk). */
       scratchDir?: string;
+      /** The account's limits and what it has queued (ACCOUNTS=required): a batch over them fails validation. */
+      quotas?: { limitsOf(accountId: string): AccountLimits | undefined; usageOf(accountId: string, excludingBatch?: string): Pick<AccountUsage, 'queued_lines' | 'queued_tokens'> };
     },
   ) {}
 
@@ -117,6 +122,10 @@ export class BatchValidator {
       return { 'spool.validation.failure': 'input_file_not_found' };
     }
     const at = this.deps.clock.nowSeconds();
+    // Over the account's queued work: the batch fails as a whole, as OpenAI fails one over its enqueued tokens.
+    const limits = facts.account_id !== undefined && outcome.errors.length === 0 ? this.deps.quotas?.limitsOf(facts.account_id) : undefined;
+    const refusal = limits ? queuedWorkRefusal(limits, this.deps.quotas!.usageOf(facts.account_id!, batchId), outcome.total, outcome.tokens) : undefined;
+    if (refusal) outcome.errors.push(refusal);
     if (outcome.errors.length > 0) {
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: false, errors: outcome.errors } }, CORRELATION);
     } else {
@@ -125,7 +134,7 @@ export class BatchValidator {
       // file's chunks would have).
       const order = this.deps.prefixOrder !== 'off' && this.deps.scratchDir ? outcome.prefixes.order() : undefined;
       const laidOut = order ? await new WorkFileWriter({ blobStore: this.deps.blobStore, scratchDir: this.deps.scratchDir! }).write(batchId, file.file.blobKey, outcome.requests, order, outcome.chunks.map((chunk) => chunk.lines)) : undefined;
-      const validation = { total: outcome.total, input_blob_key: file.file.blobKey, chunks: laidOut?.chunks ?? outcome.chunks, ...(laidOut ? { work_blob_key: laidOut.key } : {}) };
+      const validation = { total: outcome.total, input_blob_key: file.file.blobKey, chunks: laidOut?.chunks ?? outcome.chunks, ...(laidOut ? { work_blob_key: laidOut.key } : {}), estimated_tokens: outcome.tokens };
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: true, validation } }, CORRELATION);
       if (laidOut) this.deps.log.info({ batch_id: batchId, moved: movedLines(order!) }, 'batch lines laid out by shared prompt prefix');
     }
@@ -133,7 +142,7 @@ export class BatchValidator {
     return { 'spool.batch.lines': outcome.total, 'spool.batch.chunks': outcome.chunks.length, 'spool.validation.errors': outcome.errors.length };
   }
 
-  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; chunks: ChunkSpec[]; errors: BatchError[]; requests: RequestLines; prefixes: PrefixSignatureTable }> {
+  private async scan(facts: BatchFacts, blobKey: string): Promise<{ total: number; tokens: number; chunks: ChunkSpec[]; errors: BatchError[]; requests: RequestLines; prefixes: PrefixSignatureTable }> {
     const errors: BatchError[] = [];
     let errorCount = 0;
     const addError = (error: BatchError) => {
@@ -149,6 +158,7 @@ export class BatchValidator {
     const spreadable = spreadOver > 1 ? { numbers: [] as number[], starts: [] as number[], ends: [] as number[] } : undefined;
     let current: { index: number; first_line: number; lines: number; start: number; end: number } | undefined;
     let total = 0;
+    let tokens = 0;
     let embeddingInputs = 0;
     // What the prefix-aware order needs of each request line: a few numbers, not the line.
     const requests = new RequestLines();
@@ -163,6 +173,7 @@ export class BatchValidator {
           continue;
         }
         total += 1;
+        tokens += estimatedTokens(line.end - line.start);
         if (total > MAX_REQUESTS_PER_BATCH) {
           addError({ code: 'too_many_tasks', line: line.number, message: `The input file has more than ${MAX_REQUESTS_PER_BATCH} requests, the limit of requests per batch`, param: null });
           break;
@@ -214,7 +225,7 @@ export class BatchValidator {
     if (errorCount > errors.length) {
       errors[errors.length - 1] = { code: 'too_many_errors', line: null, message: `${errorCount} errors in all; the first ${errors.length - 1} are listed`, param: null };
     }
-    return { total, chunks, errors, requests, prefixes };
+    return { total, tokens, chunks, errors, requests, prefixes };
   }
 }
 

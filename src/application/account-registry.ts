@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
-import { accountDecider } from '../domain/account.js';
+import { type AccountLimits, accountDecider } from '../domain/account.js';
 import type { Rejection } from '../domain/rejection.js';
 import { accountStreamName } from '../domain/stream-names.js';
 import type { EventStore } from '../event-store/event-store.js';
@@ -36,5 +36,11 @@ export class AccountRegistry {
   async revokeKey(accountId: string, keyId: string, metadata: CommandMetadata): Promise<E.Either<Rejection, { account_id: string; key_id: string }>> {
     const outcome = await execute(this.deps, accountStreamName(accountId), accountDecider, { type: 'RevokeAccountKey', accountId, keyId, at: this.deps.clock.nowSeconds() }, { metadata });
     return E.map(() => ({ account_id: accountId, key_id: keyId }))(outcome);
+  }
+
+  /** Sets the account's limits, all three at once (null: no limit). */
+  async setLimits(accountId: string, limits: AccountLimits, metadata: CommandMetadata): Promise<E.Either<Rejection, AccountLimits>> {
+    const outcome = await execute(this.deps, accountStreamName(accountId), accountDecider, { type: 'SetAccountLimits', accountId, limits, at: this.deps.clock.nowSeconds() }, { metadata });
+    return E.map(() => limits)(outcome);
   }
 }

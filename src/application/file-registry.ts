@@ -36,8 +36,10 @@ export class FileRegistry {
     fileId: string,
     body: AsyncIterable<Uint8Array | string>,
     limit: { bytes: number; name: string },
+    /** The account that will own it: its content goes under the account's prefix. */
+    accountId?: string,
   ): Promise<{ blobKey: string; bytes: number; sha256: string }> {
-    const blobKey = fileBlobKey(fileId);
+    const blobKey = fileBlobKey(fileId, accountId);
     const meter = new ByteMeter(limit);
     await this.deps.blobStore.put(blobKey, meter.measure(body));
     return { blobKey, bytes: meter.bytes, sha256: meter.digest() };

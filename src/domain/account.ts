@@ -16,21 +16,35 @@ export interface AccountKey {
   readonly revoked_at: number | null;
 }
 
+/** What an account may hold at once; null: no limit. */
+export interface AccountLimits {
+  /** Lines of its batches not yet ended (validating, in progress, finalizing, cancelling), this batch's included. */
+  readonly queued_lines: number | null;
+  /** Estimated input tokens of those batches (see estimatedTokens), as OpenAI's enqueued-token limit. */
+  readonly queued_tokens: number | null;
+  /** Bytes of its files not deleted or expired. */
+  readonly stored_bytes: number | null;
+}
+
+export const NO_LIMITS: AccountLimits = { queued_lines: null, queued_tokens: null, stored_bytes: null };
+
 export type AccountState =
   | { readonly status: 'absent' }
-  | { readonly status: 'open'; readonly accountId: string; readonly createdAt: number; readonly keys: readonly AccountKey[] };
+  | { readonly status: 'open'; readonly accountId: string; readonly createdAt: number; readonly keys: readonly AccountKey[]; readonly limits: AccountLimits };
 
 export const initialAccountState: AccountState = { status: 'absent' };
 
 export type AccountCommand =
   | { readonly type: 'OpenAccount'; readonly accountId: string; readonly keyId: string; readonly keySha256: string; readonly at: number }
   | { readonly type: 'AddAccountKey'; readonly accountId: string; readonly keyId: string; readonly keySha256: string; readonly at: number }
-  | { readonly type: 'RevokeAccountKey'; readonly accountId: string; readonly keyId: string; readonly at: number };
+  | { readonly type: 'RevokeAccountKey'; readonly accountId: string; readonly keyId: string; readonly at: number }
+  | { readonly type: 'SetAccountLimits'; readonly accountId: string; readonly limits: AccountLimits; readonly at: number };
 
 export type AccountEvent =
   | { readonly type: 'AccountOpened'; readonly data: { readonly account_id: string; readonly created_at: number } }
   | { readonly type: 'AccountKeyAdded'; readonly data: { readonly account_id: string; readonly key_id: string; readonly key_sha256: string; readonly created_at: number } }
-  | { readonly type: 'AccountKeyRevoked'; readonly data: { readonly account_id: string; readonly key_id: string; readonly revoked_at: number } };
+  | { readonly type: 'AccountKeyRevoked'; readonly data: { readonly account_id: string; readonly key_id: string; readonly revoked_at: number } }
+  | { readonly type: 'AccountLimitsSet'; readonly data: AccountLimits & { readonly account_id: string; readonly set_at: number } };
 
 export function decideAccount(command: AccountCommand, state: AccountState): E.Either<Rejection, AccountEvent[]> {
   switch (command.type) {
@@ -54,19 +68,33 @@ export function decideAccount(command: AccountCommand, state: AccountState): E.E
       if (key.revoked_at !== null) return E.right([]);
       return E.right([{ type: 'AccountKeyRevoked', data: { account_id: command.accountId, key_id: command.keyId, revoked_at: command.at } }]);
     }
+    case 'SetAccountLimits': {
+      if (state.status !== 'open') return reject('not_found', `No such account: ${command.accountId}`, 'account_id');
+      for (const [name, value] of Object.entries(command.limits)) {
+        if (value !== null && !(Number.isSafeInteger(value) && value >= 0)) return reject('invalid', `${name} must be a whole number of at least 0, or null for no limit`, name);
+      }
+      const { queued_lines, queued_tokens, stored_bytes } = command.limits;
+      if (queued_lines === state.limits.queued_lines && queued_tokens === state.limits.queued_tokens && stored_bytes === state.limits.stored_bytes) return E.right([]);
+      return E.right([{ type: 'AccountLimitsSet', data: { account_id: command.accountId, queued_lines, queued_tokens, stored_bytes, set_at: command.at } }]);
+    }
   }
 }
 
 export function evolveAccount(state: AccountState, event: AccountEvent): AccountState {
   switch (event.type) {
     case 'AccountOpened':
-      return { status: 'open', accountId: event.data.account_id, createdAt: event.data.created_at, keys: [] };
+      return { status: 'open', accountId: event.data.account_id, createdAt: event.data.created_at, keys: [], limits: NO_LIMITS };
     case 'AccountKeyAdded':
       if (state.status !== 'open') return state;
       return { ...state, keys: [...state.keys, { key_id: event.data.key_id, key_sha256: event.data.key_sha256, created_at: event.data.created_at, revoked_at: null }] };
     case 'AccountKeyRevoked':
       if (state.status !== 'open') return state;
       return { ...state, keys: state.keys.map((key) => (key.key_id === event.data.key_id ? { ...key, revoked_at: event.data.revoked_at } : key)) };
+    case 'AccountLimitsSet': {
+      if (state.status !== 'open') return state;
+      const { queued_lines, queued_tokens, stored_bytes } = event.data;
+      return { ...state, limits: { queued_lines, queued_tokens, stored_bytes } };
+    }
   }
 }
 

@@ -61,6 +61,8 @@ export interface Validation {
   readonly chunks: readonly ChunkSpec[];
   /** The work file the chunks are cut from (lines laid out in prefix-aware order); absent: the input file. */
   readonly work_blob_key?: string;
+  /** Its input tokens, estimated (account-quota.ts): what it adds to its account's queued tokens. */
+  readonly estimated_tokens?: number;
 }
 
 export type BatchState =

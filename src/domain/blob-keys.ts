@@ -6,6 +6,8 @@ import type { OutputKind } from './batch-output.js';
 const SHAPE = {
   /** A file's content, output and error files included: files/<file_id>. */
   fileFolder: 'files',
+  /** An account's files (ACCOUNTS=required): accounts/<account_id>/files/<file_id>. */
+  accountFolder: 'accounts',
   /** What a batch writes for itself while it runs: batches/<batch_id>/…. */
   batchFolder: 'batches',
   /** The batch's input lines in the order they are to run: batches/<batch_id>/work.jsonl. */
@@ -16,7 +18,9 @@ const SHAPE = {
 
 const PART_NAME = /^(\d+)\.(output|error)\.jsonl$/;
 
-export const fileBlobKey = (fileId: string): string => `${SHAPE.fileFolder}/${fileId}`;
+/** A file's content: under its account's prefix where it has one (account ids hold no `/`). */
+export const fileBlobKey = (fileId: string, accountId?: string): string =>
+  accountId === undefined ? `${SHAPE.fileFolder}/${fileId}` : `${SHAPE.accountFolder}/${accountId}/${SHAPE.fileFolder}/${fileId}`;
 export const workFileBlobKey = (batchId: string): string => `${SHAPE.batchFolder}/${batchId}/${SHAPE.workFileName}`;
 /** Where a chunk's rendered lines of one file are kept while its batch runs (both files' parts, even empty). */
 export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind): string => `${chunkPartsPrefix(batchId)}${chunk}.${kind}.jsonl`;
@@ -33,6 +37,7 @@ export type ParsedBlobKey =
 export function parseBlobKey(key: string): ParsedBlobKey | undefined {
   const [folder, id, ...rest] = key.split('/');
   if (!id) return undefined;
+  if (folder === SHAPE.accountFolder) return rest.length === 2 && rest[0] === SHAPE.fileFolder && rest[1] ? { kind: 'file', fileId: rest[1] } : undefined;
   if (folder === SHAPE.fileFolder) return rest.length === 0 ? { kind: 'file', fileId: id } : undefined;
   if (folder !== SHAPE.batchFolder) return undefined;
   if (rest.length === 1 && rest[0] === SHAPE.workFileName) return { kind: 'work', batchId: id };

@@ -32,6 +32,15 @@ export function observeReadModels(metrics: Metrics, batches: BatchesQueries, pro
   );
 }
 
+/** Each account's usage (ACCOUNTS=required), read when scraped: labelled by account, never by an object's id. */
+export function observeAccounts(metrics: Metrics, accounts: { allUsage(): Array<{ account_id: string; queued_lines: number; queued_tokens: number; stored_bytes: number }> }): void {
+  const gauge = (name: string, help: string, pick: (usage: { queued_lines: number; queued_tokens: number; stored_bytes: number }) => number) =>
+    metrics.readAtScrape(name, help, ['account'], () => accounts.allUsage().map((usage) => ({ labels: { account: usage.account_id }, value: pick(usage) })));
+  gauge('spool_account_queued_lines', "Lines of an account's batches not yet ended", (usage) => usage.queued_lines);
+  gauge('spool_account_queued_tokens', "Estimated input tokens of an account's batches not yet ended", (usage) => usage.queued_tokens);
+  gauge('spool_account_stored_bytes', "Bytes of an account's files not deleted or expired", (usage) => usage.stored_bytes);
+}
+
 /** Whether this process found its local storage full (an episode of StorageSpace), read when scraped. */
 export function observeStorage(metrics: Metrics, storage: StorageSpace): void {
   metrics.readAtScrape('spool_storage_full', 'Whether this process found its local storage full: 1 from a write refused for lack of space until there is room and a write succeeded', [], () => [

@@ -35,7 +35,7 @@ import type { Adapters } from './adapters.js';
 import { inDataDir } from './adapters.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from '../observability/metrics.js';
-import { countLineOutcomes, observeFleet, observeReadModels } from './metrics-wiring.js';
+import { countLineOutcomes, observeAccounts, observeFleet, observeReadModels } from './metrics-wiring.js';
 
 /** The read models, their queries and the application services: every role but the relay works on them. */
 export interface ApplicationParts {
@@ -117,7 +117,9 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
   const history = new HistoryQueries(readModels, eventStore);
   const batchesQueries = new BatchesQueries(readModels, projector);
   const filesQueries = new FilesQueries(readModels);
+  const accountsQueries = new AccountsQueries(readModels);
   observeReadModels(metrics, batchesQueries, projector, eventStore);
+  observeAccounts(metrics, accountsQueries);
   return {
     readModels,
     projector,
@@ -135,7 +137,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
     webhooks: new WebhookRegistry({ eventStore, projector, clock, log: logger }),
     webhooksQueries: new WebhooksQueries(readModels),
     accounts: new AccountRegistry({ eventStore, projector, clock, log: logger }),
-    accountsQueries: new AccountsQueries(readModels),
+    accountsQueries,
     owned: new OwnedObjects({ batches: batchesQueries, files: filesQueries, history }),
   };
 }

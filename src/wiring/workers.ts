@@ -94,6 +94,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       tracing,
       prefixOrder: config.batchPrefixOrder,
       scratchDir: scratchDirOf(config),
+      quotas: parts.application().accountsQueries,
     });
     // Every partition at once, and a few of each partition's messages together: validations one
     // after another held many small batches created at once to about 9 a second.

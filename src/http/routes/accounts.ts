@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { AccountRegistry } from '../../application/account-registry.js';
 import type { AccountsQueries } from '../../../projections/accounts-projection.js';
+import type { AccountLimits } from '../../domain/account.js';
 import { fromRejection, notFound } from '../api-error.js';
 import { httpSchema } from '../../platform/schemas.js';
 import { requestMetadata } from '../request-metadata.js';
@@ -56,6 +57,29 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AccountRouteDe
       const revoked = await deps.accounts.revokeKey(account_id, key_id, requestMetadata(request));
       if (E.isLeft(revoked)) throw fromRejection(revoked.left);
       return { object: 'account.key' as const, ...revoked.right, revoked: true as const };
+    },
+  );
+
+  app.put(
+    '/mgmt/v1/accounts/:account_id/limits',
+    { schema: { summary: "Set an account's limits (null: none): queued lines, queued tokens (estimated), stored bytes", tags: ['accounts'], security, params: accountParams, body: httpSchema('AccountLimits'), response: { 200: httpSchema('AccountUsage') } } },
+    async (request) => {
+      const { account_id } = request.params as { account_id: string };
+      const set = await deps.accounts.setLimits(account_id, request.body as AccountLimits, requestMetadata(request));
+      if (E.isLeft(set)) throw fromRejection(set.left);
+      return { object: 'account.usage' as const, account_id, limits: set.right, usage: deps.accountsQueries.usageOf(account_id) };
+    },
+  );
+
+  // The caller's own account: its limits and what it holds against them (404 with accounts off: there is no account).
+  app.get(
+    '/v1/account',
+    { schema: { summary: "The calling account's limits and usage (ACCOUNTS=required)", tags: ['accounts'], response: { 200: httpSchema('AccountUsage') } } },
+    async (request) => {
+      const principal = request.principal;
+      const limits = principal.kind === 'account' ? deps.accountsQueries.limitsOf(principal.accountId) : undefined;
+      if (principal.kind !== 'account' || !limits) throw notFound('No account: accounts are off on this service (ACCOUNTS=required turns them on)');
+      return { object: 'account.usage' as const, account_id: principal.accountId, limits, usage: deps.accountsQueries.usageOf(principal.accountId) };
     },
   );
 }

@@ -7,8 +7,10 @@ import { newFileId } from '../../platform/ids.js';
 import type { FileListQuery, FileRow } from '../../../projections/files-projection.js';
 import type { OwnedObjects } from '../../../projections/owned-objects.js';
 import { type Principal, ownerOf } from '../../domain/principal.js';
+import type { AccountLimits } from '../../domain/account.js';
+import { type AccountUsage, storageRefusal } from '../../domain/account-quota.js';
 import { UnknownCursorError } from '../../../projections/files-projection.js';
-import { fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
+import { ApiError, fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
 import { httpSchema } from '../../platform/schemas.js';
 import { pageBounds } from '../page-bounds.js';
 import { requestMetadata } from '../request-metadata.js';
@@ -18,6 +20,8 @@ export interface FileRouteDeps {
   readonly files: FileRegistry;
   /** Batches, files and histories as the asking principal may see them (never the read models whole). */
   readonly owned: OwnedObjects;
+  /** An account's storage limit and what it stores (ACCOUNTS=required). */
+  readonly accountsQueries: { limitsOf(accountId: string): AccountLimits | undefined; usageOf(accountId: string): Pick<AccountUsage, 'stored_bytes'> };
   readonly clock: Clock;
   readonly limits: UploadLimits;
 }
@@ -93,7 +97,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
           }
           if (part.fieldname !== 'file') throw invalidRequest(`Unexpected file field ${JSON.stringify(part.fieldname)}: send the content as "file"`, part.fieldname);
           checkEarlyPurpose(fields);
-          const content = await deps.files.storeContent(fileId, part.file, uploadLimitFor(fields.get('purpose'), deps.limits));
+          const content = await deps.files.storeContent(fileId, part.file, uploadLimitFor(fields.get('purpose'), deps.limits), ownerOf(request.principal));
           stored = { ...content, filename: sanitizeFilename(part.filename) };
         }
         const form = parseUploadFields(fields);
@@ -101,6 +105,11 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
         // The purpose may have come after the file: its own limit is checked now.
         const limit = uploadLimitFor(form.purpose, deps.limits);
         if (stored.bytes > limit.bytes) throw tooLarge(`File is too large: the ${limit.name} is ${limit.bytes} bytes`, 'file');
+        // Over the account's storage limit: refused, and what was stored is removed (below).
+        const owner = ownerOf(request.principal);
+        const accountLimits = owner !== undefined ? deps.accountsQueries.limitsOf(owner) : undefined;
+        const overStorage = owner !== undefined && accountLimits ? storageRefusal(accountLimits, deps.accountsQueries.usageOf(owner).stored_bytes, stored.bytes) : undefined;
+        if (overStorage) throw new ApiError(400, overStorage, 'invalid_request_error', 'storage_limit_exceeded', 'file');
 
         const createdAt = deps.clock.nowSeconds();
         const facts: FileFacts = {
