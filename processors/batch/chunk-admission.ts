@@ -9,7 +9,7 @@ export interface HeldChunk {
 }
 
 export interface ChunkAdmissionSettings {
-  /** Chunks reading lines at once (BATCH_PARALLEL_CHUNKS). */
+  /** Chunks run at once (BATCH_PARALLEL_CHUNKS). */
   readonly parallel: number;
   /** The urgency scale's first step (see urgencyLevel). */
   readonly urgencyUnitMs?: number;
@@ -18,18 +18,7 @@ export interface ChunkAdmissionSettings {
 /**
  * Which held chunk to start next, or undefined to start none now. Pure.
  *
- * `reading` are the running chunks still reading lines to send; `draining` counts those that have
- * read their last line and wait only for answers already asked for. A chunk's place is given to
- * the next as soon as its lines are read, not once they are answered: chunks of one batch start
- * together and are of one size, so they would otherwise end together, and the engine would run
- * short of lines while a whole wave of them waited for its last answers and the next wave started
- * (dips of a fifth of the engine's slots every few seconds on the Kafka shape). Reading and
- * draining chunks together stay below twice `parallel`, so chunks smaller than the lines they keep
- * waiting (whose lines are all read at once) do not all start together; only a chunk more urgent
- * than every running one passes that bound (reading chunks alone staying below twice `parallel`),
- * so draining loose chunks never hold a tight batch back.
- *
- * Chunks read up to `parallel` at once. The next is the most urgent (its batch's deadline, on the
+ * Chunks run up to `parallel` at once. The next is the most urgent (its batch's deadline, on the
  * scheduler's urgency scale), equally urgent ones going to the job with the fewest chunks
  * running, then in arrival order. Past `parallel` (up to twice it) a chunk still starts when:
  * - it is more urgent than every chunk running: a tight batch created behind a loose one must
@@ -41,71 +30,51 @@ export interface ChunkAdmissionSettings {
  *   after a whole chunk's time), and with one chunk at a time it would run dry between chunks.
  *   Lines are shared between jobs by the fleet scheduler; this gives each job lines to share.
  */
-export function nextChunk(held: readonly HeldChunk[], reading: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings, draining: readonly HeldChunk[] = []): number | undefined {
-  if (held.length === 0 || reading.length >= 2 * settings.parallel) return undefined;
-  const full = reading.length + draining.length >= 2 * settings.parallel;
+export function nextChunk(held: readonly HeldChunk[], running: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings): number | undefined {
+  if (held.length === 0 || running.length >= 2 * settings.parallel) return undefined;
   const level = (chunk: HeldChunk) => (chunk.deadline === undefined ? LEAST_URGENT : urgencyLevel(chunk.deadline, now, settings.urgencyUnitMs));
-  const readingPerKey = new Map<string, number>();
-  for (const chunk of reading) readingPerKey.set(chunk.fairnessKey, (readingPerKey.get(chunk.fairnessKey) ?? 0) + 1);
+  const runningPerKey = new Map<string, number>();
+  for (const chunk of running) runningPerKey.set(chunk.fairnessKey, (runningPerKey.get(chunk.fairnessKey) ?? 0) + 1);
   let best = 0;
   for (let index = 1; index < held.length; index++) {
     const candidate = held[index]!;
     const current = held[best]!;
     const byLevel = level(candidate) - level(current);
-    const byShare = (readingPerKey.get(candidate.fairnessKey) ?? 0) - (readingPerKey.get(current.fairnessKey) ?? 0);
+    const byShare = (runningPerKey.get(candidate.fairnessKey) ?? 0) - (runningPerKey.get(current.fairnessKey) ?? 0);
     if (byLevel < 0 || (byLevel === 0 && byShare < 0)) best = index;
   }
-  if (reading.length < settings.parallel && !full) return best;
+  if (running.length < settings.parallel) return best;
   const chosen = held[best]!;
   const chosenLevel = level(chosen);
-  if (chosenLevel < Math.max(...reading.map(level), ...draining.map(level))) return best;
-  if (full || reading.some((chunk) => level(chunk) < chosenLevel)) return undefined;
-  const jobs = new Set([...held, ...reading].filter((chunk) => level(chunk) === chosenLevel).map((chunk) => chunk.fairnessKey));
+  if (chosenLevel < Math.max(...running.map(level))) return best;
+  if (running.some((chunk) => level(chunk) < chosenLevel)) return undefined;
+  const jobs = new Set([...held, ...running].filter((chunk) => level(chunk) === chosenLevel).map((chunk) => chunk.fairnessKey));
   const share = Math.max(1, Math.floor(settings.parallel / jobs.size));
-  return (readingPerKey.get(chosen.fairnessKey) ?? 0) < share ? best : undefined;
+  return (runningPerKey.get(chosen.fairnessKey) ?? 0) < share ? best : undefined;
 }
 
-/** A chunk's place among the running ones. */
-export interface ChunkPlace {
-  /** Its last line is read: its place to read lines goes to the next chunk; it still counts as draining. */
-  linesRead(): void;
-  /** It is over (answered, recorded, or given up). Idempotent; also ends `linesRead`'s share. */
-  release(): void;
-}
-
-/** The chunks an inference processor holds, started by nextChunk as others read their lines or finish. */
+/** The chunks an inference processor holds, started by nextChunk as others finish. */
 export class ChunkAdmission {
   private readonly held: Array<{ readonly chunk: HeldChunk; start(running: HeldChunk): void; drop(reason: Error): void }> = [];
-  private readonly reading: HeldChunk[] = [];
-  private readonly draining: HeldChunk[] = [];
+  private readonly running: HeldChunk[] = [];
 
   constructor(
     private readonly settings: ChunkAdmissionSettings,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Resolves once the chunk may start, with its place: tell it when the lines are read and when the chunk is over. */
-  async admit(chunk: HeldChunk): Promise<ChunkPlace> {
+  /** Resolves once the chunk may start; call the returned release when it is over. */
+  async admit(chunk: HeldChunk): Promise<() => void> {
     const entry = await new Promise<HeldChunk>((resolve, reject) => {
       this.held.push({ chunk, start: resolve, drop: reject });
       this.startWhatMay();
     });
-    let state: 'reading' | 'draining' | 'over' = 'reading';
-    return {
-      linesRead: () => {
-        if (state !== 'reading') return;
-        state = 'draining';
-        this.reading.splice(this.reading.indexOf(entry), 1);
-        this.draining.push(entry);
-        this.startWhatMay();
-      },
-      release: () => {
-        if (state === 'over') return;
-        const list = state === 'reading' ? this.reading : this.draining;
-        list.splice(list.indexOf(entry), 1);
-        state = 'over';
-        this.startWhatMay();
-      },
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.running.splice(this.running.indexOf(entry), 1);
+      this.startWhatMay();
     };
   }
 
@@ -114,25 +83,24 @@ export class ChunkAdmission {
     for (const entry of this.held.splice(0)) entry.drop(reason);
   }
 
-  /** Chunks waiting to start, running (reading lines or draining), and of those draining. */
-  get counts(): { held: number; running: number; draining: number } {
-    return { held: this.held.length, running: this.reading.length + this.draining.length, draining: this.draining.length };
+  /** Chunks waiting to start, and running. */
+  get counts(): { held: number; running: number } {
+    return { held: this.held.length, running: this.running.length };
   }
 
   private startWhatMay(): void {
     for (;;) {
       const index = nextChunk(
         this.held.map((entry) => entry.chunk),
-        this.reading,
+        this.running,
         this.now(),
         this.settings,
-        this.draining,
       );
       if (index === undefined) return;
       const [chosen] = this.held.splice(index, 1);
       // A started chunk counts as running from now, though its admit() resumes a tick later.
       const running = { ...chosen!.chunk };
-      this.reading.push(running);
+      this.running.push(running);
       chosen!.start(running);
     }
   }
