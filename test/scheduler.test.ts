@@ -198,6 +198,52 @@ describe('the scheduler: fair share between jobs of equal urgency', () => {
   });
 });
 
+describe('the scheduler: fair share between accounts, then between their jobs', () => {
+  /** Account a with three jobs and account b with one, all equally urgent with plenty queued, on 12 slots. */
+  function shares(groups: boolean) {
+    const sim = new DiscreteEvents();
+    const s = new FleetScheduler<WorkItem>({ now: () => sim.now });
+    const deadline = 24 * hour;
+    const jobs = [
+      ['a', 'one'],
+      ['a', 'two'],
+      ['a', 'three'],
+      // Named like a job of a: the account tells them apart.
+      ['b', 'one'],
+    ] as const;
+    for (const [account, job] of jobs) {
+      for (let i = 0; i < 300; i++) s.enqueue({ id: `${account}-${job}-${i}`, serviceClass: 'batch', deadline, fairnessKey: job, ...(groups ? { fairnessGroup: account } : {}) });
+    }
+    const served: Record<string, number> = {};
+    const pump = () => {
+      for (const { work } of s.admit([{ id: 'r1', limit: 12 }])) {
+        sim.after(100, () => {
+          s.complete(work.id);
+          const [account, job] = work.id.split('-');
+          served[`${account}-${job}`] = (served[`${account}-${job}`] ?? 0) + 1;
+          pump();
+        });
+      }
+    };
+    pump();
+    sim.runUntil(4_000);
+    return served;
+  }
+
+  it('gives each account half the slots, and each of a’s three jobs a third of its half', () => {
+    const served = shares(true);
+    const a = served['a-one']! + served['a-two']! + served['a-three']!;
+    expect(jainIndex([a, served['b-one']!])).toBeGreaterThanOrEqual(0.99);
+    expect(jainIndex([served['a-one']!, served['a-two']!, served['a-three']!])).toBeGreaterThanOrEqual(0.99);
+  });
+
+  it('without accounts shares between jobs alone, as before (and two jobs of one name are one key)', () => {
+    const served = shares(false);
+    // The keys one (a's and b's, one key without groups), two and three: a third each.
+    expect(jainIndex([served['a-one']! + (served['b-one'] ?? 0), served['a-two']!, served['a-three']!])).toBeGreaterThanOrEqual(0.99);
+  });
+});
+
 describe('the scheduler: headroom for interactive traffic', () => {
   /**
    * 64 slots on two replicas, a batch backlog that never runs out, and interactive requests

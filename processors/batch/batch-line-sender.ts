@@ -111,10 +111,10 @@ export class BatchLineSender {
  * How the fleet schedules a line: by its batch's deadline, shared fairly between jobs; a batch
  * with no deadline (its job's SLA is none) runs on capacity nobody else wants.
  */
-function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey'> {
-  return batch.expires_at === null
-    ? { serviceClass: 'background', fairnessKey: batch.job_id }
-    : { serviceClass: 'batch', deadline: batch.expires_at * 1000, fairnessKey: batch.job_id };
+function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey' | 'fairnessGroup'> {
+  // With accounts, slots are shared between accounts first, then between an account's jobs.
+  const fairness = { fairnessKey: batch.job_id, ...(batch.account_id !== null ? { fairnessGroup: batch.account_id } : {}) };
+  return batch.expires_at === null ? { serviceClass: 'background', ...fairness } : { serviceClass: 'batch', deadline: batch.expires_at * 1000, ...fairness };
 }
 
 /** What an engine call's span shows of its answer, by the GenAI semantic conventions. */

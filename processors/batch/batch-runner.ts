@@ -9,7 +9,7 @@ import { runsLines } from '../../src/domain/batch.js';
 import type { EngineDirectory } from '../../src/engine/engine.js';
 import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batches-projection.js';
 import { BatchLineSender } from './batch-line-sender.js';
-import { ChunkAdmission, type ChunkPlace } from './chunk-admission.js';
+import { ChunkAdmission } from './chunk-admission.js';
 import { ChunkOutcomeRecording, type RenderedParts } from './chunk-outcome-recorder.js';
 import type { ChunkOutputParts } from './chunk-output-parts.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../../src/observability/tracing.js';
@@ -104,14 +104,15 @@ export class BatchRunner {
   private async whenAdmitted(chunk: ChunkRow, chunksOfBatch: number): Promise<void> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch) return;
-    const place = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.job_id });
+    // Chunks are shared between accounts (where there are accounts), else between jobs; the engines' scheduler shares slots between an account's jobs.
+    const release = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.account_id !== null ? `account ${batch.account_id}` : batch.job_id });
     // Parts (below) are rendered as the outcomes are recorded, where they will be written.
     const renderParts = chunksOfBatch >= 2 && !batch.work_blob_key && this.deps.parts !== undefined;
     let run: ChunkRun;
     try {
-      run = await this.runChunk(chunk, renderParts, place);
+      run = await this.runChunk(chunk, renderParts);
     } finally {
-      place.release();
+      release();
     }
     // Its slot is free for the next chunk meanwhile. Not once the batch is finalizing: the finalizer
     // renders what it finds no part for, and would leave a part written after it to the sweeper. A
@@ -125,7 +126,7 @@ export class BatchRunner {
     if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk, run.rendered);
   }
 
-  /** Chunks running now, reading lines or waiting for their last answers (for a stop that says what it waits for). */
+  /** Chunks running now (for a stop that says what it waits for). */
   get runningChunks(): number {
     return this.admission.counts.running;
   }
@@ -144,12 +145,12 @@ export class BatchRunner {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
   }
 
-  private async runChunk(chunk: ChunkRow, renderParts: boolean, place: Pick<ChunkPlace, 'linesRead'>): Promise<ChunkRun> {
+  private async runChunk(chunk: ChunkRow, renderParts: boolean): Promise<ChunkRun> {
     const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(chunk.batch_id, 'run chunk', {
       attributes: { 'spool.batch.id': chunk.batch_id, 'spool.batch.chunk': chunk.chunk, 'spool.batch.chunk.lines': chunk.lines },
     });
     try {
-      return await this.runChunkLines(chunk, span, renderParts, place);
+      return await this.runChunkLines(chunk, span, renderParts);
     } catch (error) {
       span.fail(error instanceof Error ? error.message : String(error));
       throw error;
@@ -158,7 +159,7 @@ export class BatchRunner {
     }
   }
 
-  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan, renderParts: boolean, place: Pick<ChunkPlace, 'linesRead'>): Promise<ChunkRun> {
+  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan, renderParts: boolean): Promise<ChunkRun> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return NOTHING_RECORDED;
     const recorder = await this.outcomes.begin(chunk, { renderParts });
@@ -206,8 +207,6 @@ export class BatchRunner {
             .finally(leftQueue),
         );
       }
-      // The next chunk starts reading while this one's last lines wait and run (see nextChunk).
-      place.linesRead();
       await Promise.all(work);
       if (failure) throw failure.error;
     } finally {

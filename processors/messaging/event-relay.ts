@@ -73,11 +73,16 @@ export class SqliteRelayCheckpoint implements RelayCheckpoint {
  * public batch-events topic is among them (not on the embedded log, which nobody outside the
  * process can read: there it only held memory).
  */
-export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSchemas, { batchEvents = true }: { batchEvents?: boolean } = {}): Map<string, OutgoingMessage[]> {
+export function messagesFor(
+  events: readonly RecordedEvent[],
+  schemas: MessageSchemas,
+  { batchEvents = true, accountOf = () => undefined }: { batchEvents?: boolean; accountOf?: (batchId: string) => string | null | undefined } = {},
+): Map<string, OutgoingMessage[]> {
   const out = new Map<string, OutgoingMessage[]>();
-  const add = (topic: string, key: string, value: string, eventId: string, spread?: number) => {
+  const add = (topic: string, key: string, value: string, eventId: string, spread?: number, account?: string | null) => {
     const list = out.get(topic) ?? [];
-    list.push({ key, value, headers: { 'event-id': eventId }, ...(spread !== undefined ? { spread } : {}) });
+    // The account (where the batch has one) as a header too: consumers may route without parsing the value.
+    list.push({ key, value, headers: { 'event-id': eventId, ...(account ? { 'account-id': account } : {}) }, ...(spread !== undefined ? { spread } : {}) });
     out.set(topic, list);
   };
   const work = (topic: string, key: string, message: WorkMessage, spread?: number) => add(topic, key, schemas.encodeWork(message), message.event_id, spread);
@@ -92,7 +97,10 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
       const position = positionToString(event.position);
       const base = { position, event_id: event.id };
       const batchId = String(event.data.batch_id);
-      if (batchEvents) add(BATCH_EVENTS_TOPIC, batchId, schemas.encodeBatchEvent(batchEventMessage(event, event.type, batchId, position)), event.id);
+      if (batchEvents) {
+        const account = accountOf(batchId);
+        add(BATCH_EVENTS_TOPIC, batchId, schemas.encodeBatchEvent(batchEventMessage(event, event.type, batchId, position, account)), event.id, undefined, account);
+      }
       if (event.type === 'BatchCreated') work(WORK_TOPICS.validator, batchId, { kind: 'validate-batch', batch_id: batchId, ...base });
       if (event.type === 'BatchValidated') {
         for (const chunk of (event.data as unknown as Validation).chunks) {
@@ -120,8 +128,10 @@ export function messagesFor(events: readonly RecordedEvent[], schemas: MessageSc
 }
 
 /** One lifecycle event of a batch as the public batch-events topic carries it. */
-function batchEventMessage(event: RecordedEvent, type: BatchEventType, batchId: string, position: string): BatchEventMessage {
+function batchEventMessage(event: RecordedEvent, type: BatchEventType, batchId: string, position: string, account: string | null | undefined): BatchEventMessage {
   return {
+    // The account that owns the batch (ACCOUNTS=required), for consumers that route by it; absent otherwise.
+    ...(account ? { account_id: account } : {}),
     event_id: event.id,
     event_type: type,
     schema_version: event.metadata.schemaVersion,
@@ -134,6 +144,9 @@ function batchEventMessage(event: RecordedEvent, type: BatchEventType, batchId: 
     data: event.data,
   };
 }
+
+/** Batches whose account the relay remembers (it reads a batch's first event for one it has not seen created). */
+const REMEMBERED_ACCOUNTS = 10_000;
 
 /** Events gathered before one publish; an adapter that delivers one event at a time is batched up to this. */
 const FLUSH_EVENTS = 500;
@@ -155,6 +168,8 @@ export class EventRelay {
     this.stopNow = resolve;
   });
   private pending: RecordedEvent[] = [];
+  /** Each recent batch's account (null: none), for the batch-events messages. */
+  private readonly accounts = new Map<string, string | null>();
   private flushing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private abandoned = false;
@@ -228,7 +243,10 @@ export class EventRelay {
     // the relay waits and tries again rather than skip anything.
     for (;;) {
       try {
-        for (const [topic, list] of messagesFor(events, this.deps.schemas, { batchEvents: this.deps.batchEvents ?? true })) await this.deps.messageLog.publish(topic, list);
+        const batchEvents = this.deps.batchEvents ?? true;
+        if (batchEvents) await this.learnAccounts(events);
+        const accountOf = (batchId: string) => this.accounts.get(batchId);
+        for (const [topic, list] of messagesFor(events, this.deps.schemas, { batchEvents, accountOf })) await this.deps.messageLog.publish(topic, list);
         this.deps.checkpoint.save(events[events.length - 1]!.position);
         this.deps.storage?.wrote();
         break;
@@ -246,6 +264,28 @@ export class EventRelay {
     }
     this.failure = undefined;
     this.relayed += events.length;
+  }
+
+  /** The account of every batch with a lifecycle event in the page: from its BatchCreated, in the page or first in its stream. */
+  private async learnAccounts(events: readonly RecordedEvent[]): Promise<void> {
+    for (const event of events) {
+      if (!isBatchEventType(event.type) || parseStreamName(event.streamName)?.kind !== 'batch') continue;
+      const batchId = String(event.data.batch_id);
+      if (event.type === 'BatchCreated') this.remember(batchId, typeof event.data.account_id === 'string' ? event.data.account_id : null);
+      if (this.accounts.has(batchId)) continue;
+      let account: string | null = null;
+      for await (const first of this.deps.eventStore.readStream(event.streamName)) {
+        if (first.type === 'BatchCreated' && typeof first.data.account_id === 'string') account = first.data.account_id;
+        break;
+      }
+      this.remember(batchId, account);
+    }
+  }
+
+  private remember(batchId: string, account: string | null): void {
+    this.accounts.delete(batchId);
+    this.accounts.set(batchId, account);
+    if (this.accounts.size > REMEMBERED_ACCOUNTS) this.accounts.delete(this.accounts.keys().next().value!);
   }
 
   private sleep(ms: number): Promise<void> {

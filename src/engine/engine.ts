@@ -20,6 +20,8 @@ export interface EngineRequest {
   readonly deadline?: number;
   /** Batch and background work: equally urgent keys (jobs) share capacity fairly. */
   readonly fairnessKey?: string;
+  /** The group the key belongs to (its batch's account): groups share capacity first, then their keys. */
+  readonly fairnessGroup?: string;
   /** W3C trace context of the call, sent on to an engine that takes HTTP requests. */
   readonly traceparent?: string;
 }

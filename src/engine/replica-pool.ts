@@ -283,6 +283,7 @@ export class ReplicaPool implements InferenceEngine {
         serviceClass: request.serviceClass ?? 'interactive',
         ...(request.deadline !== undefined ? { deadline: request.deadline } : {}),
         ...(request.fairnessKey !== undefined ? { fairnessKey: request.fairnessKey } : {}),
+        ...(request.fairnessGroup !== undefined ? { fairnessGroup: request.fairnessGroup } : {}),
         ...(avoid.size > 0 ? { avoid: new Set(avoid) } : {}),
         admit: (replica) => {
           signal?.removeEventListener('abort', onAbort);

@@ -10,6 +10,7 @@ interface Entry<T> {
 
 interface Flow<T> {
   readonly key: string;
+  readonly group: Group;
   readonly heap: BinaryHeap<Entry<T>>;
   /** Taken and not yet finished. */
   inFlight: number;
@@ -17,9 +18,21 @@ interface Flow<T> {
   lastTaken: number;
 }
 
+/** The keys of one group (an account's jobs): slots are shared between groups first. */
+interface Group {
+  readonly name: string;
+  /** Taken and not yet finished, over its keys. */
+  inFlight: number;
+  /** Its keys with work waiting or in flight. */
+  flows: number;
+}
+
 /**
  * Work waiting per fairness key (a job), taken most urgent first, and among equally urgent keys
- * fairly.
+ * fairly. Keys may belong to a group (an account, where accounts are required): among equally
+ * urgent keys the next slot goes to the group holding the fewest slots, then within it by the
+ * rule below, so an account with eight jobs gets no more than one with one. A key given no group
+ * is a group of its own.
  *
  * Urgency is the urgency level of each key's earliest deadline (a log scale of the slack): a key
  * with a tighter deadline goes first, however late its work came. Keys of the same level share
@@ -33,6 +46,7 @@ interface Flow<T> {
  */
 export class FairDeadlineQueue<T> {
   private readonly flows = new Map<string, Flow<T>>();
+  private readonly groups = new Map<string, Group>();
   private readonly byId = new Map<string, { entry: Entry<T>; flow: Flow<T> }>();
   private seq = 0;
   private takes = 0;
@@ -44,8 +58,8 @@ export class FairDeadlineQueue<T> {
     return this.waiting;
   }
 
-  push(id: string, item: T, key: string, deadline: number | undefined): void {
-    const flow = this.flow(key);
+  push(id: string, item: T, key: string, deadline: number | undefined, group?: string): void {
+    const flow = this.flow(key, group);
     const entry: Entry<T> = { item, deadline: deadline ?? Number.POSITIVE_INFINITY, seq: this.seq++, withdrawn: false };
     flow.heap.push(entry);
     this.byId.set(id, { entry, flow });
@@ -76,6 +90,7 @@ export class FairDeadlineQueue<T> {
     this.byId.delete(idOf(entry.item));
     this.waiting -= 1;
     flow.inFlight += 1;
+    flow.group.inFlight += 1;
     flow.lastTaken = ++this.takes;
     this.prune(flow);
     return entry.item;
@@ -86,6 +101,7 @@ export class FairDeadlineQueue<T> {
     const flow = this.flows.get(key);
     if (!flow || flow.inFlight === 0) return;
     flow.inFlight -= 1;
+    flow.group.inFlight -= 1;
     this.prune(flow);
   }
 
@@ -99,7 +115,9 @@ export class FairDeadlineQueue<T> {
       if (
         !best ||
         level < bestLevel ||
-        (level === bestLevel && (flow.inFlight < best.inFlight || (flow.inFlight === best.inFlight && flow.lastTaken < best.lastTaken)))
+        (level === bestLevel &&
+          (flow.group.inFlight < best.group.inFlight ||
+            (flow.group.inFlight === best.group.inFlight && (flow.inFlight < best.inFlight || (flow.inFlight === best.inFlight && flow.lastTaken < best.lastTaken)))))
       ) {
         best = flow;
         bestLevel = level;
@@ -113,17 +131,23 @@ export class FairDeadlineQueue<T> {
     return flow.heap.peek();
   }
 
-  private flow(key: string): Flow<T> {
+  private flow(key: string, groupName = key): Flow<T> {
     let flow = this.flows.get(key);
     if (!flow) {
-      flow = { key, heap: new BinaryHeap<Entry<T>>((a, b) => a.deadline < b.deadline || (a.deadline === b.deadline && a.seq < b.seq)), inFlight: 0, lastTaken: 0 };
+      let group = this.groups.get(groupName);
+      if (!group) this.groups.set(groupName, (group = { name: groupName, inFlight: 0, flows: 0 }));
+      group.flows += 1;
+      flow = { key, group, heap: new BinaryHeap<Entry<T>>((a, b) => a.deadline < b.deadline || (a.deadline === b.deadline && a.seq < b.seq)), inFlight: 0, lastTaken: 0 };
       this.flows.set(key, flow);
     }
     return flow;
   }
 
-  /** Forgets a key with nothing waiting or in flight, so finished jobs do not accumulate. */
+  /** Forgets a key with nothing waiting or in flight, and a group with no key left, so finished jobs do not accumulate. */
   private prune(flow: Flow<T>): void {
-    if (flow.inFlight === 0 && !this.head(flow)) this.flows.delete(flow.key);
+    if (flow.inFlight !== 0 || this.head(flow)) return;
+    this.flows.delete(flow.key);
+    flow.group.flows -= 1;
+    if (flow.group.flows === 0) this.groups.delete(flow.group.name);
   }
 }

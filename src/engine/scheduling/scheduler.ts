@@ -13,6 +13,8 @@ export interface WorkItem {
   readonly deadline?: number;
   /** Batch and background work: equally urgent keys (jobs) share capacity fairly. */
   readonly fairnessKey?: string;
+  /** The group its key belongs to (an account): equally urgent groups share capacity first, then their keys. */
+  readonly fairnessGroup?: string;
   /** Replicas to use only when no other has a free slot: a retry after they failed it. */
   readonly avoid?: ReadonlySet<string>;
 }
@@ -99,8 +101,8 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
       this.interactive.set(work.id, work);
       // A retry is the same request again, not new load.
       if (!work.avoid?.size) this.headroom.arrived(this.now());
-    } else if (work.serviceClass === 'batch') this.batch.push(work.id, work, work.fairnessKey ?? '', work.deadline);
-    else this.background.push(work.id, work, work.fairnessKey ?? '', undefined);
+    } else if (work.serviceClass === 'batch') this.batch.push(work.id, work, fairnessKeyOf(work), work.deadline, work.fairnessGroup);
+    else this.background.push(work.id, work, fairnessKeyOf(work), undefined, work.fairnessGroup);
   }
 
   /** Takes back work still waiting (its caller gave up); undefined when it is not waiting. */
@@ -167,7 +169,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     const now = this.now();
     if (run.work.serviceClass === 'interactive') {
       if (answered) this.headroom.served(now, now - run.admittedAt);
-    } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(run.work.fairnessKey ?? '');
+    } else (run.work.serviceClass === 'batch' ? this.batch : this.background).finished(fairnessKeyOf(run.work));
   }
 
   /** Interactive load another process serves on these replicas, in requests in service, and this scheduler's share of the fleet's batch work. */
@@ -237,4 +239,13 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     }
     return counts;
   }
+}
+
+/**
+ * The queue's key: the job, within its group where it has one (two accounts may name their jobs
+ * alike; the key holds the group's length first, so no pair of names makes another's key).
+ */
+function fairnessKeyOf(work: Pick<WorkItem, 'fairnessKey' | 'fairnessGroup'>): string {
+  const key = work.fairnessKey ?? '';
+  return work.fairnessGroup === undefined ? key : `${work.fairnessGroup.length}:${work.fairnessGroup}/${key}`;
 }
