@@ -4,7 +4,7 @@ import type { AccountUsage } from '../src/domain/account-quota.js';
 import { STOPPABLE_STATUSES } from '../src/domain/batch.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
-import { statement } from './read-model-store.js';
+import { resetAutoincrement, statement } from './read-model-store.js';
 
 /** The statuses in which a batch's lines count as queued: it has not ended. */
 const QUEUED_STATUSES = new Set<string>([...STOPPABLE_STATUSES, 'finalizing', 'cancelling']);
@@ -35,7 +35,7 @@ export const accountsProjection: Projection = {
   },
   drop(db) {
     db.exec('DROP TABLE IF EXISTS accounts; DROP TABLE IF EXISTS account_keys;');
-    if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").get()) db.prepare("DELETE FROM sqlite_sequence WHERE name = 'accounts'").run();
+    resetAutoincrement(db, 'accounts');
   },
   apply(db, recorded) {
     const event = recorded as unknown as RecordedEvent & AccountEvent;

@@ -3,7 +3,7 @@ import type { EventStore, RecordedEvent } from '../src/event-store/event-store.j
 import { positionToString } from '../src/event-store/event-store.js';
 import { parseStreamName } from '../src/domain/stream-names.js';
 import type { Projection } from './projection.js';
-import { statement } from './read-model-store.js';
+import { resetAutoincrement, statement } from './read-model-store.js';
 
 /**
  * Whose history an event belongs to: a batch (its own stream and its line-outcome streams), a
@@ -41,8 +41,7 @@ export const historyProjection: Projection = {
   },
   drop(db) {
     db.exec('DROP TABLE IF EXISTS history');
-    // The autoincrement counter lives in sqlite_sequence: a rebuild numbers from 1 again.
-    if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").get()) db.prepare("DELETE FROM sqlite_sequence WHERE name = 'history'").run();
+    resetAutoincrement(db, 'history');
   },
   apply(db, recorded) {
     const subject = historySubject(recorded.streamName);

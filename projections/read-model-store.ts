@@ -54,3 +54,8 @@ export function statement(db: Database.Database, sql: string): Database.Statemen
   if (!prepared) cache.set(sql, (prepared = db.prepare(sql)));
   return prepared;
 }
+
+/** Numbers a table's AUTOINCREMENT from 1 again (its counter lives in sqlite_sequence): for a read model rebuilt from the log. */
+export function resetAutoincrement(db: Database.Database, table: string): void {
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").get()) db.prepare('DELETE FROM sqlite_sequence WHERE name = ?').run(table);
+}

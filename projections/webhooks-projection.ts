@@ -3,7 +3,7 @@ import type { DeliveryEvent, WebhookEvent, WebhookEventType } from '../src/domai
 import { webhookEventId, webhookEventTypeOf } from '../src/domain/webhook.js';
 import { parseStreamName } from '../src/domain/stream-names.js';
 import type { Projection } from './projection.js';
-import { statement } from './read-model-store.js';
+import { resetAutoincrement, statement } from './read-model-store.js';
 
 /**
  * Registered webhooks, and the deliveries they are owed. A batch's terminal event owes one
@@ -41,7 +41,7 @@ export const webhooksProjection: Projection = {
   },
   drop(db) {
     db.exec('DROP TABLE IF EXISTS webhooks; DROP TABLE IF EXISTS webhook_deliveries;');
-    if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").get()) db.prepare("DELETE FROM sqlite_sequence WHERE name = 'webhooks'").run();
+    resetAutoincrement(db, 'webhooks');
   },
   apply(db, recorded) {
     const stream = parseStreamName(recorded.streamName);
