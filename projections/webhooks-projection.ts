@@ -13,7 +13,7 @@ import { resetAutoincrement, statement } from './read-model-store.js';
  */
 export const webhooksProjection: Projection = {
   name: 'webhooks',
-  version: 1,
+  version: 2,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS webhooks (
@@ -23,7 +23,8 @@ export const webhooksProjection: Projection = {
         events      TEXT    NOT NULL,
         secret      TEXT    NOT NULL,
         created_at  INTEGER NOT NULL,
-        removed     INTEGER NOT NULL DEFAULT 0
+        removed     INTEGER NOT NULL DEFAULT 0,
+        account_id  TEXT
       );
       CREATE TABLE IF NOT EXISTS webhook_deliveries (
         webhook_id      TEXT    NOT NULL,
@@ -50,7 +51,10 @@ export const webhooksProjection: Projection = {
       if (!type) return;
       const batchId = stream.id;
       const createdAtMs = recorded.recordedAt;
-      for (const row of statement(db, 'SELECT webhook_id, events FROM webhooks WHERE removed = 0 ORDER BY seq').all() as { webhook_id: string; events: string }[]) {
+      // The operator's webhooks hear of every batch; an account's, of that account's batches only
+      // (the batches read model, applied before this one, holds the batch's account).
+      const account = (statement(db, 'SELECT account_id FROM batches WHERE id = ?').get(batchId) as { account_id: string | null } | undefined)?.account_id ?? null;
+      for (const row of statement(db, 'SELECT webhook_id, events FROM webhooks WHERE removed = 0 AND (account_id IS NULL OR account_id = ?) ORDER BY seq').all(account) as { webhook_id: string; events: string }[]) {
         if (!(JSON.parse(row.events) as WebhookEventType[]).includes(type)) continue;
         statement(
           db,
@@ -63,8 +67,8 @@ export const webhooksProjection: Projection = {
     if (stream?.kind === 'webhook') {
       const event = recorded as unknown as WebhookEvent;
       if (event.type === 'WebhookRegistered') {
-        const { webhook_id, url, events, secret, created_at } = event.data;
-        statement(db, 'INSERT INTO webhooks (webhook_id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (webhook_id) DO NOTHING').run(webhook_id, url, JSON.stringify(events), secret, created_at);
+        const { webhook_id, url, events, secret, created_at, account_id } = event.data;
+        statement(db, 'INSERT INTO webhooks (webhook_id, url, events, secret, created_at, account_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (webhook_id) DO NOTHING').run(webhook_id, url, JSON.stringify(events), secret, created_at, account_id ?? null);
       } else if (event.type === 'WebhookRemoved') {
         statement(db, 'UPDATE webhooks SET removed = 1 WHERE webhook_id = ?').run(event.data.webhook_id);
         statement(db, "UPDATE webhook_deliveries SET state = 'removed' WHERE webhook_id = ? AND state = 'pending'").run(event.data.webhook_id);
@@ -93,6 +97,8 @@ export interface WebhookRow {
   readonly url: string;
   readonly events: WebhookEventType[];
   readonly created_at: number;
+  /** The account that registered it; null: the operator's. */
+  readonly account_id: string | null;
 }
 
 export interface DueDelivery {
@@ -105,22 +111,29 @@ export interface DueDelivery {
   readonly attempts: number;
   readonly url: string;
   readonly secret: string;
+  /** The account that registered the webhook; null: the operator's. */
+  readonly account_id: string | null;
 }
 
 export class WebhooksQueries {
   constructor(private readonly db: Database.Database) {}
 
-  /** Registered webhooks, oldest first, without their secrets. */
-  list(): WebhookRow[] {
-    const rows = statement(this.db, 'SELECT webhook_id, url, events, created_at FROM webhooks WHERE removed = 0 ORDER BY seq').all() as (Omit<WebhookRow, 'events'> & { events: string })[];
+  /** Registered webhooks, oldest first, without their secrets; `owner`: only that account's. */
+  list(owner?: string): WebhookRow[] {
+    const rows = statement(this.db, `SELECT webhook_id, url, events, created_at, account_id FROM webhooks WHERE removed = 0${owner === undefined ? '' : ' AND account_id = @owner'} ORDER BY seq`).all({ owner }) as (Omit<WebhookRow, 'events'> & { events: string })[];
     return rows.map((row) => ({ ...row, events: JSON.parse(row.events) as WebhookEventType[] }));
+  }
+
+  /** The account that registered a webhook not removed (null: the operator); undefined when there is none. */
+  ownerOf(webhookId: string): string | null | undefined {
+    return (statement(this.db, 'SELECT account_id FROM webhooks WHERE webhook_id = ? AND removed = 0').get(webhookId) as { account_id: string | null } | undefined)?.account_id;
   }
 
   /** Pending deliveries whose next attempt is due at `nowMs`, oldest first. */
   due(nowMs: number, limit: number): DueDelivery[] {
     return statement(
       this.db,
-      `SELECT d.webhook_id, d.event_id, d.batch_id, d.type, d.created_at, d.attempts, w.url, w.secret
+      `SELECT d.webhook_id, d.event_id, d.batch_id, d.type, d.created_at, d.attempts, w.url, w.secret, w.account_id
        FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id
        WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND w.removed = 0 ORDER BY d.next_attempt_at LIMIT ?`,
     ).all(nowMs, limit) as DueDelivery[];

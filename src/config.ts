@@ -1,6 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import { type KafkaSecurity, type PostgresTls, kafkaSecurityFromEnvironment, postgresTlsFromUrl, secretFromEnvironment } from './platform/connection-security.js';
+import { allowedTargetProblem } from './platform/outbound-targets.js';
 import { bucketNameProblem } from './platform/s3-bucket-names.js';
 import { type S3Location, parseS3Url } from './platform/s3-location.js';
 
@@ -94,6 +95,8 @@ export interface Config {
   readonly weightSyncRetryMs: number;
   /** The first webhook retry's delay; each next one doubles (at most an hour), for up to 72 hours. */
   readonly webhookRetryBaseMs: number;
+  /** WEBHOOK_ALLOWED_TARGETS: host names and CIDR ranges an account's webhook may reach though they are inward (loopback, private, link-local). */
+  readonly webhookAllowedTargets: readonly string[];
   /** How long a start waits for the event store and Kafka before giving up. */
   readonly startupTimeoutSeconds: number;
   /** How long a stop waits for work in flight before exiting anyway. */
@@ -161,6 +164,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   const apiKey = value('API_KEY');
   if (apiKey !== undefined && (apiKey.length < 16 || /\s/.test(apiKey))) {
     problems.push('API_KEY must be at least 16 characters with no white space');
+  }
+
+  const webhookAllowedTargets = (value('WEBHOOK_ALLOWED_TARGETS') ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+  for (const entry of webhookAllowedTargets) {
+    const problem = allowedTargetProblem(entry);
+    if (problem) problems.push(`WEBHOOK_ALLOWED_TARGETS: ${problem}`);
   }
 
   const accounts = value('ACCOUNTS') ?? 'off';
@@ -336,6 +345,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     uploadLimits: DEFAULT_UPLOAD_LIMITS,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
     webhookRetryBaseMs: integer('WEBHOOK_RETRY_BASE_MS', 10_000, 1, 3_600_000),
+    webhookAllowedTargets,
     startupTimeoutSeconds,
     shutdownTimeoutSeconds,
     http,

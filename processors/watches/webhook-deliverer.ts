@@ -5,6 +5,8 @@ import type { WebhookRegistry } from '../../src/application/webhook-registry.js'
 import { nextAttemptAt } from '../../src/domain/webhook.js';
 import { RepeatingTask } from './repeating-task.js';
 import { signedHeaders } from './webhook-signature.js';
+import { guardedPost } from './guarded-post.js';
+import type { OutboundTargets } from '../../src/platform/outbound-targets.js';
 
 export interface WebhookDelivererOptions {
   /** The first retry's delay; each next one doubles (at most an hour), for up to 72 hours. */
@@ -28,7 +30,14 @@ export class WebhookDeliverer {
   private readonly task: RepeatingTask;
 
   constructor(
-    private readonly deps: { queries: WebhooksQueries; webhooks: WebhookRegistry; now: () => number; log: Pick<Logger, 'warn' | 'info'> },
+    private readonly deps: {
+      queries: WebhooksQueries;
+      webhooks: WebhookRegistry;
+      now: () => number;
+      log: Pick<Logger, 'warn' | 'info'>;
+      /** What an account's webhook may reach (the operator's webhooks go wherever the operator said). */
+      targets: OutboundTargets;
+    },
     private readonly options: WebhookDelivererOptions,
   ) {
     this.task = new RepeatingTask(() => this.deliverDue(), options.intervalMs, (error) => deps.log.warn({ err: error }, 'webhook delivery round failed'));
@@ -52,17 +61,17 @@ export class WebhookDeliverer {
     const sentAt = this.deps.now();
     let statusCode: number | null = null;
     let error: string | null = null;
+    const headers = signedHeaders(delivery.secret, delivery.event_id, Math.floor(sentAt / 1000), body);
     try {
-      // Redirects are not followed: deliveries go only to the registered URL.
-      const response = await fetch(delivery.url, {
-        method: 'POST',
-        headers: signedHeaders(delivery.secret, delivery.event_id, Math.floor(sentAt / 1000), body),
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
-      statusCode = response.status;
-      await response.body?.cancel().catch(() => undefined);
+      if (delivery.account_id !== null) {
+        // An account's webhook: the address connected to is checked at every delivery.
+        statusCode = await guardedPost(delivery.url, headers, body, this.options.timeoutMs, this.deps.targets);
+      } else {
+        // Redirects are not followed: deliveries go only to the registered URL.
+        const response = await fetch(delivery.url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(this.options.timeoutMs) });
+        statusCode = response.status;
+        await response.body?.cancel().catch(() => undefined);
+      }
     } catch (failure) {
       const cause = (failure as { cause?: { code?: string } }).cause?.code;
       error = `${(failure as Error).name}: ${(failure as Error).message}${cause ? ` (${cause})` : ''}`.slice(0, 1024);

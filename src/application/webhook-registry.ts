@@ -14,8 +14,8 @@ export class WebhookRegistry {
   constructor(private readonly deps: { eventStore: EventStore; projector: ReadModelsPosition; clock: Clock; log: Pick<Logger, 'warn'> }) {}
 
   /** Registers an endpoint with a new id and secret; the answer is the only place the secret is shown. */
-  async register(url: string, events: readonly WebhookEventType[], metadata: CommandMetadata): Promise<E.Either<Rejection, WebhookRegistration & { created_at: number }>> {
-    const webhook: WebhookRegistration = { webhook_id: newWebhookId(), url, events, secret: `whsec_${randomBytes(32).toString('base64')}` };
+  async register(url: string, events: readonly WebhookEventType[], metadata: CommandMetadata, accountId?: string): Promise<E.Either<Rejection, WebhookRegistration & { created_at: number }>> {
+    const webhook: WebhookRegistration = { webhook_id: newWebhookId(), url, events, secret: `whsec_${randomBytes(32).toString('base64')}`, ...(accountId !== undefined ? { account_id: accountId } : {}) };
     const outcome = await execute(this.deps, webhookStreamName(webhook.webhook_id), webhookDecider, { type: 'RegisterWebhook', webhook, at: this.deps.clock.nowSeconds() }, { metadata });
     if (E.isLeft(outcome)) return outcome;
     const state = outcome.right.state;

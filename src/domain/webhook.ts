@@ -61,6 +61,8 @@ export interface WebhookRegistration {
   readonly events: readonly WebhookEventType[];
   /** `whsec_` and base64: the key the deliveries are signed with. */
   readonly secret: string;
+  /** The account that registered it (ACCOUNTS=required): it hears of that account's batches only. Absent: the operator's, for every batch. */
+  readonly account_id?: string;
 }
 
 export type WebhookState =

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config.js';
+import { OutboundTargets } from '../platform/outbound-targets.js';
 import type { UploadLimits } from '../domain/file.js';
 import { buildHealthApp, buildHttpApp } from '../http/app.js';
 import type { ReadinessReport } from '../http/routes/system.js';
@@ -28,7 +29,7 @@ export async function openHttpServer(
   if (roles.has('api')) {
     const { files, owned, jobs, batches, jobsQueries, historyFeed, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    app = await buildHttpApp({ logger, apiKey, accountsMode: config.accounts, files, owned, jobs, batches, jobsQueries, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => {
+    app = await buildHttpApp({ logger, apiKey, accountsMode: config.accounts, webhookTargets: new OutboundTargets(config.webhookAllowedTargets), files, owned, jobs, batches, jobsQueries, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => {
       installHttpMetrics(built, metrics, config.metricsPort === undefined);
       installHttpTracing(built, tracing);
     } });

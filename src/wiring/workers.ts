@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { OutboundTargets } from '../platform/outbound-targets.js';
 import type { Logger } from 'pino';
 import { BatchDeadlineWatch } from '../../processors/watches/batch-deadline-watch.js';
 import { BatchProgressLog } from '../../processors/watches/batch-progress-log.js';
@@ -160,7 +161,10 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     // The finalizers, which write batches' terminal events, also deliver them to webhooks.
     const { webhooks, webhooksQueries } = parts.application();
     const retryBaseMs = config.webhookRetryBaseMs;
-    const deliverer = new WebhookDeliverer({ queries: webhooksQueries, webhooks, now: Date.now, log: logger.child({ component: 'webhook-deliverer' }) }, { retryBaseMs, intervalMs: Math.min(1000, retryBaseMs), timeoutMs: 10_000 });
+    const deliverer = new WebhookDeliverer(
+      { queries: webhooksQueries, webhooks, now: Date.now, log: logger.child({ component: 'webhook-deliverer' }), targets: new OutboundTargets(config.webhookAllowedTargets) },
+      { retryBaseMs, intervalMs: Math.min(1000, retryBaseMs), timeoutMs: 10_000 },
+    );
     lifecycle.opened('the webhook deliverer', () => deliverer.stop());
     // As the validator: every partition at once, several batches of each together.
     return {
