@@ -1,5 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiExposure } from '../src/wiring/exposure.js';
@@ -154,10 +154,17 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     }
   });
 
-  it("keeps each account's file contents under its own prefix of the blob store", () => {
+  it("keeps each account's blobs under its own prefix of the blob store", () => {
     for (const [name, objects] of Object.entries(accounts)) {
       for (const id of fileIds(objects)) expect(existsSync(join(service.dataDir, 'blobs', 'accounts', name, 'files', id)), `${name}: ${id}`).toBe(true);
     }
+    // Nothing outside the accounts' prefixes, and no chunk part left behind: each batch (two
+    // chunks of one line) wrote its parts under its account's prefix and removed them from there.
+    const stored = readdirSync(join(service.dataDir, 'blobs'), { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(join(service.dataDir, 'blobs'), join(entry.parentPath, entry.name)));
+    expect(stored.filter((path) => !path.startsWith('accounts/'))).toEqual([]);
+    expect(stored.filter((path) => path.includes('/batches/'))).toEqual([]);
   });
 
   it('records which account and key did what in the audit trail', async () => {

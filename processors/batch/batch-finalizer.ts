@@ -109,7 +109,7 @@ export class BatchFinalizer {
     // The work file has served its purpose; a removal cut short is the debris sweeper's to finish.
     if (batch.work_blob_key && this.deps.discardWorkFile) await this.deps.discardWorkFile(batch.work_blob_key).catch(() => undefined);
     // So have the chunks' parts; one a late writer puts back is the debris sweeper's.
-    await this.deps.parts?.discard(batchId).catch(() => undefined);
+    await this.deps.parts?.discard(batchId, batch.account_id ?? undefined).catch(() => undefined);
     const finishedAt = this.deps.clock.nowSeconds();
     const margin = batch.expires_at === null ? undefined : batch.expires_at - finishedAt;
     this.deps.onFinished?.(margin);
@@ -172,7 +172,7 @@ export class BatchFinalizer {
         if (!parts) return;
         for (let at = from; at < Math.min(chunks.length, from + PARTS_AHEAD); at++) {
           if (ahead.has(at)) continue;
-          const opening = parts.open(batch.id, chunks[at]!.chunk, kind).then((part) => {
+          const opening = parts.open(batch.id, chunks[at]!.chunk, kind, batch.account_id ?? undefined).then((part) => {
             // An error of a part opened ahead is seen where it is copied.
             part?.on('error', () => undefined);
             return part;

@@ -123,7 +123,7 @@ export class BatchRunner {
     // removed (many small batches at once spent much of their time so).
     if (chunksOfBatch < 2) return;
     const now = this.deps.queries.get(chunk.batch_id);
-    if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite(chunk, run.rendered);
+    if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite({ ...chunk, account_id: now.account_id }, run.rendered);
   }
 
   /** Chunks running now (for a stop that says what it waits for). */

@@ -133,7 +133,7 @@ export class BatchValidator {
       // that lays them out so, rather than from the input file (as many lines each as the input
       // file's chunks would have).
       const order = this.deps.prefixOrder !== 'off' && this.deps.scratchDir ? outcome.prefixes.order() : undefined;
-      const laidOut = order ? await new WorkFileWriter({ blobStore: this.deps.blobStore, scratchDir: this.deps.scratchDir! }).write(batchId, file.file.blobKey, outcome.requests, order, outcome.chunks.map((chunk) => chunk.lines)) : undefined;
+      const laidOut = order ? await new WorkFileWriter({ blobStore: this.deps.blobStore, scratchDir: this.deps.scratchDir! }).write(batchId, file.file.blobKey, outcome.requests, order, outcome.chunks.map((chunk) => chunk.lines), facts.account_id) : undefined;
       const validation = { total: outcome.total, input_blob_key: file.file.blobKey, chunks: laidOut?.chunks ?? outcome.chunks, ...(laidOut ? { work_blob_key: laidOut.key } : {}), estimated_tokens: outcome.tokens };
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: true, validation } }, CORRELATION);
       if (laidOut) this.deps.log.info({ batch_id: batchId, moved: movedLines(order!) }, 'batch lines laid out by shared prompt prefix');

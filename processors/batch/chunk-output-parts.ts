@@ -18,6 +18,8 @@ export interface PartChunk {
   readonly batch_id: string;
   readonly chunk: number;
   readonly lines: number;
+  /** Its batch's account: the parts go under the account's prefix. */
+  readonly account_id?: string | null;
 }
 
 /**
@@ -47,7 +49,7 @@ export class ChunkOutputParts {
     // Both, even empty: a missing part then only ever means "render it from the outcomes", also
     // when another finalizer removed the parts between this one's reads of them.
     for (const kind of ['error', 'output'] as const) {
-      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind), Readable.from([Buffer.from(parts[kind])]));
+      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind, chunk.account_id ?? undefined), Readable.from([Buffer.from(parts[kind])]));
     }
     return true;
   }
@@ -62,13 +64,13 @@ export class ChunkOutputParts {
   }
 
   /** The chunk's rendered lines of one file, or undefined when that part is not there (render them from the outcomes). */
-  open(batchId: string, chunk: number, kind: OutputKind): Promise<Readable | undefined> {
-    return this.get(chunkPartBlobKey(batchId, chunk, kind));
+  open(batchId: string, chunk: number, kind: OutputKind, accountId?: string): Promise<Readable | undefined> {
+    return this.get(chunkPartBlobKey(batchId, chunk, kind, accountId));
   }
 
   /** Removes the batch's parts once its files are written. */
-  async discard(batchId: string): Promise<void> {
-    for await (const key of this.deps.blobStore.list(chunkPartsPrefix(batchId))) await this.deps.blobStore.delete(key);
+  async discard(batchId: string, accountId?: string): Promise<void> {
+    for await (const key of this.deps.blobStore.list(chunkPartsPrefix(batchId, accountId))) await this.deps.blobStore.delete(key);
   }
 
   /** The chunk's outcomes in line order, or undefined while some line has none. */

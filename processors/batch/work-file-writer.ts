@@ -47,7 +47,7 @@ export class WorkFileWriter {
   constructor(private readonly deps: { blobStore: BlobStore; scratchDir: string }) {}
 
   /** `chunkSizes`: lines in each chunk, in order, adding up to the lines. */
-  async write(batchId: string, inputKey: string, lines: RequestLines, order: readonly number[], chunkSizes: readonly number[]): Promise<{ key: string; chunks: ChunkSpec[] }> {
+  async write(batchId: string, inputKey: string, lines: RequestLines, order: readonly number[], chunkSizes: readonly number[], accountId?: string): Promise<{ key: string; chunks: ChunkSpec[] }> {
     const offsets = new Float64Array(lines.length);
     const chunks: ChunkSpec[] = [];
     let at = 0;
@@ -102,7 +102,7 @@ export class WorkFileWriter {
       } finally {
         await file.close();
       }
-      const key = workFileBlobKey(batchId);
+      const key = workFileBlobKey(batchId, accountId);
       await this.deps.blobStore.put(key, createReadStream(scratch));
       return { key, chunks };
     } finally {

@@ -23,7 +23,8 @@ export type BlobStanding = 'content' | 'removed' | 'unrecorded' | 'foreign';
  * batches/<batch_id>/work.jsonl, named by BatchValidated.work_blob_key: it stands while its batch
  * runs and is to go once the batch is over. And its chunks' rendered output lines, under
  * batches/<batch_id>/parts/ (ChunkOutputParts), which stand as long as the batch is not over.
- * Staged checkpoints live on local disk, not here.
+ * Staged checkpoints live on local disk, not here. An account's blobs are the same three under
+ * accounts/<account_id>/.
  */
 export class BlobReferences {
   constructor(private readonly deps: { eventStore: EventStore; filesQueries: FilesQueries }) {}

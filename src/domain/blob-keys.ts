@@ -18,14 +18,16 @@ const SHAPE = {
 
 const PART_NAME = /^(\d+)\.(output|error)\.jsonl$/;
 
-/** A file's content: under its account's prefix where it has one (account ids hold no `/`). */
-export const fileBlobKey = (fileId: string, accountId?: string): string =>
-  accountId === undefined ? `${SHAPE.fileFolder}/${fileId}` : `${SHAPE.accountFolder}/${accountId}/${SHAPE.fileFolder}/${fileId}`;
-export const workFileBlobKey = (batchId: string): string => `${SHAPE.batchFolder}/${batchId}/${SHAPE.workFileName}`;
+/** Where an account's blobs live (ACCOUNTS=required): accounts/<account_id>/…; account ids hold no `/`. */
+const under = (accountId: string | undefined, key: string): string => (accountId === undefined ? key : `${SHAPE.accountFolder}/${accountId}/${key}`);
+
+/** A file's content: under its account's prefix where it has one. */
+export const fileBlobKey = (fileId: string, accountId?: string): string => under(accountId, `${SHAPE.fileFolder}/${fileId}`);
+export const workFileBlobKey = (batchId: string, accountId?: string): string => under(accountId, `${SHAPE.batchFolder}/${batchId}/${SHAPE.workFileName}`);
 /** Where a chunk's rendered lines of one file are kept while its batch runs (both files' parts, even empty). */
-export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind): string => `${chunkPartsPrefix(batchId)}${chunk}.${kind}.jsonl`;
+export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind, accountId?: string): string => `${chunkPartsPrefix(batchId, accountId)}${chunk}.${kind}.jsonl`;
 /** The prefix under which all of a batch's chunk parts are kept. */
-export const chunkPartsPrefix = (batchId: string): string => `${SHAPE.batchFolder}/${batchId}/${SHAPE.partsFolder}/`;
+export const chunkPartsPrefix = (batchId: string, accountId?: string): string => under(accountId, `${SHAPE.batchFolder}/${batchId}/${SHAPE.partsFolder}/`);
 
 /** What a blob key names: a file's content, a batch's work file, or one of its chunk parts. */
 export type ParsedBlobKey =
@@ -37,7 +39,8 @@ export type ParsedBlobKey =
 export function parseBlobKey(key: string): ParsedBlobKey | undefined {
   const [folder, id, ...rest] = key.split('/');
   if (!id) return undefined;
-  if (folder === SHAPE.accountFolder) return rest.length === 2 && rest[0] === SHAPE.fileFolder && rest[1] ? { kind: 'file', fileId: rest[1] } : undefined;
+  // An account's blobs are the same shapes under its prefix.
+  if (folder === SHAPE.accountFolder) return rest[0] === SHAPE.accountFolder ? undefined : parseBlobKey(rest.join('/'));
   if (folder === SHAPE.fileFolder) return rest.length === 0 ? { kind: 'file', fileId: id } : undefined;
   if (folder !== SHAPE.batchFolder) return undefined;
   if (rest.length === 1 && rest[0] === SHAPE.workFileName) return { kind: 'work', batchId: id };

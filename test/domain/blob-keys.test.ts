@@ -8,6 +8,8 @@ describe('blob keys', () => {
   const made: ReadonlyArray<readonly [string, string, ParsedBlobKey]> = [
     ['a file', fileBlobKey('file-abc'), { kind: 'file', fileId: 'file-abc' }],
     ["an account's file", fileBlobKey('file-abc', 'acme'), { kind: 'file', fileId: 'file-abc' }],
+    ["an account's work file", workFileBlobKey('batch_abc', 'acme'), { kind: 'work', batchId: 'batch_abc' }],
+    ["an account's output part", chunkPartBlobKey('batch_abc', 3, 'output', 'acme'), { kind: 'part', batchId: 'batch_abc', chunk: 3, output: 'output' }],
     ['a work file', workFileBlobKey('batch_abc'), { kind: 'work', batchId: 'batch_abc' }],
     ['an output part', chunkPartBlobKey('batch_abc', 0, 'output'), { kind: 'part', batchId: 'batch_abc', chunk: 0, output: 'output' }],
     ['an error part', chunkPartBlobKey('batch_abc', 12, 'error'), { kind: 'part', batchId: 'batch_abc', chunk: 12, output: 'error' }],
@@ -20,6 +22,8 @@ describe('blob keys', () => {
   it('keep the shapes already in the blob store', () => {
     expect(fileBlobKey('file-abc')).toBe('files/file-abc');
     expect(fileBlobKey('file-abc', 'acme')).toBe('accounts/acme/files/file-abc');
+    expect(workFileBlobKey('batch_abc', 'acme')).toBe('accounts/acme/batches/batch_abc/work.jsonl');
+    expect(chunkPartsPrefix('batch_abc', 'acme')).toBe('accounts/acme/batches/batch_abc/parts/');
     expect(workFileBlobKey('batch_abc')).toBe('batches/batch_abc/work.jsonl');
     expect(chunkPartBlobKey('batch_abc', 3, 'error')).toBe('batches/batch_abc/parts/3.error.jsonl');
     expect(chunkPartBlobKey('batch_abc', 3, 'output').startsWith(chunkPartsPrefix('batch_abc'))).toBe(true);
@@ -45,6 +49,8 @@ describe('blob keys', () => {
       'accounts/acme/file-abc',
       'accounts/acme/files/file-abc/x',
       'accounts//files/file-abc',
+      'accounts/acme/accounts/other/files/file-abc',
+      'accounts/acme/other/file-abc',
     ]) {
       expect(parseBlobKey(key), key).toBeUndefined();
     }
