@@ -25,6 +25,7 @@ interface Objects {
   readonly batchId: string;
   readonly outputFileId: string;
   readonly errorFileId: string;
+  readonly webhookId: string;
 }
 
 /**
@@ -59,7 +60,11 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     const done = await waitForStatus(client, created.id, ['completed', 'failed']);
     expect(done.status).toBe('completed');
     expect(done.output_file_id && done.error_file_id).toBeTruthy();
-    return { client, key, inputFileId: input.id, otherFileId: other.id, batchId: done.id, outputFileId: done.output_file_id!, errorFileId: done.error_file_id! };
+    // A webhook of its own (for expiries, which none of these batches meets: nothing is sent).
+    const webhook = await as(key.key, '/v1/webhooks', { method: 'POST', body: JSON.stringify({ url: 'http://198.51.100.7/hook', events: ['batch.expired'] }) });
+    expect(webhook.status).toBe(201);
+    const webhookId = ((await webhook.json()) as { id: string }).id;
+    return { client, key, inputFileId: input.id, otherFileId: other.id, batchId: done.id, outputFileId: done.output_file_id!, errorFileId: done.error_file_id!, webhookId };
   };
 
   beforeAll(async () => {
@@ -108,6 +113,7 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
         ids: (o) => [o.inputFileId],
         unknown: 'file-000000000000000000000000',
       },
+      { method: 'DELETE', path: (id) => `/v1/webhooks/${id}`, ids: (o) => [o.webhookId], unknown: 'wh_000000000000000000000000' },
       // Another account's job, or a job of no account, as a job never reserved.
       { method: 'POST', path: () => '/v1/batches', body: (id, me) => batchOn(me.inputFileId, id), ids: (o) => [jobOf(o.key.account_id).job_id, 'nobodys'], unknown: 'never-reserved-job' },
     ];
@@ -129,11 +135,12 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
         }
       }
     }
-    expect(asked).toBe(2 * (5 * 4 + 5 + 1 + 2));
+    expect(asked).toBe(2 * (5 * 4 + 5 + 1 + 1 + 2));
     // Nothing was touched: the owners still see all of it.
     for (const objects of Object.values(accounts)) {
       for (const id of fileIds(objects)) expect((await objects.client.files.retrieve(id)).id).toBe(id);
       expect((await objects.client.batches.retrieve(objects.batchId)).status).toBe('completed');
+      expect(((await (await as(objects.key.key, '/v1/webhooks')).json()) as { data: Array<{ id: string }> }).data.map((webhook) => webhook.id)).toEqual([objects.webhookId]);
     }
   });
 
@@ -150,7 +157,11 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
       expect(errors.map((line) => line.custom_id)).toEqual([`${name}-refused`]);
       // Not one of the other account's ids anywhere in what this account is shown.
       const shown = JSON.stringify([files, batches, output, errors, await (await as(objects.key.key, `/v1/batches/${objects.batchId}/events?limit=100`)).json()]);
-      for (const id of [...fileIds(other), other.batchId, other.key.key_id, other.key.account_id]) expect(shown).not.toContain(id);
+      const hooks = await (await as(objects.key.key, '/v1/webhooks')).text();
+      for (const id of [...fileIds(other), other.batchId, other.webhookId, other.key.key_id, other.key.account_id]) {
+        expect(shown).not.toContain(id);
+        expect(hooks).not.toContain(id);
+      }
     }
   });
 
