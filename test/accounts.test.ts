@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import OpenAI, { toFile } from 'openai';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiExposure } from '../src/wiring/exposure.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -37,6 +38,9 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
   const engine = new FakeEngine();
   let service: WholeService;
   const accounts: Record<'alpha' | 'beta', Objects> = {} as never;
+  /** Every line the service logs, at every level. */
+  const logs: string[] = [];
+  const issued: string[] = [];
 
   const mgmt = (path: string, init: RequestInit = {}) =>
     fetch(`${service.url}/mgmt/v1${path}`, { ...init, headers: { authorization: `Bearer ${TEST_API_KEY}`, ...(init.body ? { 'content-type': 'application/json' } : {}), ...(init.headers ?? {}) } });
@@ -46,7 +50,9 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
   const open = async (accountId: string): Promise<Issued> => {
     const response = await mgmt('/accounts', { method: 'POST', body: JSON.stringify({ account_id: accountId }) });
     expect(response.status).toBe(201);
-    return (await response.json()) as Issued;
+    const key = (await response.json()) as Issued;
+    issued.push(key.key);
+    return key;
   };
 
   const makeObjects = async (accountId: string): Promise<Objects> => {
@@ -69,7 +75,7 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
 
   beforeAll(async () => {
     await engine.start();
-    service = await startTestService({ env: { ACCOUNTS: 'required', ENGINE_BASE_URL: engine.url, ENGINE_MAX_ATTEMPTS: '1', BATCH_CHUNK_LINES: '1' } });
+    service = await startTestService({ env: { ACCOUNTS: 'required', ENGINE_BASE_URL: engine.url, ENGINE_MAX_ATTEMPTS: '1', BATCH_CHUNK_LINES: '1' }, logger: pino({ level: 'trace' }, { write: (line: string) => void logs.push(line) }) });
     // A job named for no account is no account's: with accounts required no batch may use it.
     expect((await reserveJob(service.url, { ...jobOf('x'), job_id: 'nobodys', account_id: undefined })).status).toBe(201);
     accounts.alpha = await makeObjects('alpha');
@@ -193,6 +199,7 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     expect((await mgmt('/accounts/nobody/keys', { method: 'POST' })).status).toBe(404);
     const gamma = await open('gamma');
     const second = (await (await mgmt('/accounts/gamma/keys', { method: 'POST' })).json()) as Issued;
+    issued.push(second.key);
     expect(second).toMatchObject({ account_id: 'gamma', key_id: expect.stringMatching(/^key_/), key: expect.stringMatching(/^sk-spool-/) });
     const listing = await (await mgmt('/accounts')).text();
     expect(JSON.parse(listing).data.find((account: { account_id: string }) => account.account_id === 'gamma').keys.map((k: { key_id: string }) => k.key_id)).toEqual([gamma.key_id, second.key_id].sort());
@@ -263,6 +270,16 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     const metrics = await (await fetch(`${service.url}/metrics`)).text();
     expect(metrics).toMatch(/spool_account_stored_bytes\{account="delta"\} \d+/);
     expect(metrics).not.toContain(input.id);
+  });
+
+  it('never logs a key, at any level (the upload parser logs its headers at trace), though every request and command above was logged', () => {
+    expect(logs.length).toBeGreaterThan(100);
+    expect(issued.length).toBeGreaterThanOrEqual(5);
+    const all = logs.join('');
+    for (const key of [...issued, TEST_API_KEY]) expect(logs.filter((line) => line.includes(key)).map((line) => line.slice(0, 600))).toEqual([]);
+    expect(all).toContain('"authorization":"[redacted]"');
+    // Nor the secret part of one, however cut.
+    for (const key of issued) expect(all).not.toContain(key.split('.')[1]!);
   });
 });
 

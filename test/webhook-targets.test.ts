@@ -14,7 +14,7 @@ describe('which addresses an account’s webhook may reach', () => {
     for (const inward of ['127.0.0.1', '127.9.9.9', '10.1.2.3', '169.254.169.254', '172.16.5.5', '172.31.255.255', '192.168.1.1', '100.64.0.1', '0.0.0.0', '224.0.0.1', '::1', '::', 'fe80::1', 'fc00::1', 'fd12::3', '::ffff:127.0.0.1', '::ffff:169.254.169.254', '[::1]']) {
       expect(targets.refusal(inward), inward).toMatch(/loopback, link-local, private or reserved/);
     }
-    for (const outward of ['8.8.8.8', '172.32.0.1', '198.51.100.7', '2001:4860:4860::8888', '::ffff:8.8.8.8']) expect(targets.refusal(outward), outward).toBeUndefined();
+    for (const outward of ['8.8.8.8', '172.32.0.1', '198.51.100.7', '2001:4860:4860::8888', '::ffff:8.8.8.8']) expect(new OutboundTargets([], []).refusal(outward), outward).toBeUndefined();
     const allowing = new OutboundTargets(['127.0.0.2', '10.20.0.0/16', 'hooks.internal']);
     expect(allowing.refusal('127.0.0.2')).toBeUndefined();
     expect(allowing.refusal('127.0.0.1')).toBeDefined();
@@ -22,6 +22,10 @@ describe('which addresses an account’s webhook may reach', () => {
     expect(allowing.refusal('10.21.3.4')).toBeDefined();
     expect(allowing.allowsHost('Hooks.Internal')).toBe(true);
     expect(allowing.allowsHost('other.internal')).toBe(false);
+    // This machine's own addresses, public ones too.
+    const own = new OutboundTargets([], ['203.0.113.9']);
+    expect(own.refusal('203.0.113.9')).toMatch(/one of this machine's/);
+    expect(own.refusal('203.0.113.10')).toBeUndefined();
   });
 });
 

@@ -39,6 +39,9 @@ export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** Where a request's credentials could appear in what the HTTP layer logs. */
+const CREDENTIAL_PATHS = ['headers.authorization', '*.headers.authorization', '*.*.headers.authorization', 'headers.cookie', '*.headers.cookie'];
+
 /**
  * Whatever layer refuses a request (Node's parser, the router, Fastify), the answer is JSON in
  * the error envelope or the 422 validation shape. Node's bare 400 for a missing Host is replaced
@@ -59,7 +62,9 @@ function serverOptions(timeouts: HttpTimeouts) {
 
 export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
-    loggerInstance: deps.logger as FastifyBaseLogger,
+    // Credentials never reach a log line, at any level: @fastify/multipart logs its parser's options,
+    // the request's headers among them, at trace.
+    loggerInstance: deps.logger.child({}, { redact: { paths: CREDENTIAL_PATHS, censor: '[redacted]' } }) as FastifyBaseLogger,
     // A caller's own request id is kept when it is safe to log and echo; otherwise one is made.
     genReqId: (request) => {
       const given = request.headers['x-request-id'];

@@ -1,21 +1,27 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 
 /**
  * Which addresses an account's webhook may reach. A service that posts to URLs its clients choose
  * must not become their way into the operator's network: loopback (Spool's own ports among them),
  * link-local (cloud metadata at 169.254.169.254), private, shared-address, multicast and reserved
- * ranges are refused, IPv4-mapped IPv6 judged as the IPv4 address it carries, unless the operator
- * allows them (WEBHOOK_ALLOWED_TARGETS: host names and CIDR ranges, comma-separated).
+ * ranges are refused, and so is every address of this machine (a public address Spool listens on
+ * too), IPv4-mapped IPv6 judged as the IPv4 address it carries, unless the operator allows them
+ * (WEBHOOK_ALLOWED_TARGETS: host names and CIDR ranges, comma-separated).
  */
 export class OutboundTargets {
   private readonly inward = new BlockList();
   private readonly allowedRanges = new BlockList();
   private readonly allowedHosts = new Set<string>();
 
-  constructor(allowed: readonly string[] = []) {
+  constructor(allowed: readonly string[] = [], ownAddresses: readonly string[] = machineAddresses()) {
     for (const [network, prefix] of INWARD_V4) this.inward.addSubnet(network, prefix, 'ipv4');
     for (const [network, prefix] of INWARD_V6) this.inward.addSubnet(network, prefix, 'ipv6');
+    for (const address of ownAddresses) {
+      const family = isIP(address);
+      if (family !== 0) this.inward.addAddress(address, family === 4 ? 'ipv4' : 'ipv6');
+    }
     for (const entry of allowed) {
       const range = parseRange(entry);
       if (range) this.allowedRanges.addSubnet(range.network, range.prefix, range.family);
@@ -36,7 +42,7 @@ export class OutboundTargets {
     const mapped = family === 6 ? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip)?.[1] : undefined;
     const [checked, kind] = mapped ? [mapped, 'ipv4' as const] : [ip, family === 4 ? ('ipv4' as const) : ('ipv6' as const)];
     if (this.allowedRanges.check(checked, kind)) return undefined;
-    if (this.inward.check(checked, kind)) return `${address} is a loopback, link-local, private or reserved address (WEBHOOK_ALLOWED_TARGETS may allow it)`;
+    if (this.inward.check(checked, kind)) return `${address} is a loopback, link-local, private or reserved address, or one of this machine's (WEBHOOK_ALLOWED_TARGETS may allow it)`;
     return undefined;
   }
 }
@@ -67,6 +73,14 @@ export function allowedTargetProblem(entry: string): string | undefined {
 }
 
 const bare = (host: string) => host.replace(/^\[|\]$/g, '');
+
+/** Every address of this machine's interfaces (without an IPv6 zone). */
+function machineAddresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .map((entry) => entry?.address.replace(/%.*$/, ''))
+    .filter((address): address is string => address !== undefined);
+}
 
 function parseRange(entry: string): { network: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
   const match = /^([^/]+)\/(\d{1,3})$/.exec(entry.trim());
