@@ -1,7 +1,11 @@
 import { type LookupAddress, type LookupOptions, lookup as dnsLookup } from 'node:dns';
-import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
+
+// node:http through require: its ESM namespace reads every export, and one of them loads Node's
+// bundled undici, which this process otherwise never needs (test/bundled-undici.test.ts).
+const { request: httpRequest }: typeof import('node:http') = createRequire(import.meta.url)('node:http');
 import type { OutboundTargets } from '../../src/platform/outbound-targets.js';
 
 /** A delivery refused before any byte was sent: its target is (or resolves to) an address not to be reached. */
