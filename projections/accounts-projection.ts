@@ -84,27 +84,28 @@ export class AccountsQueries {
     }));
   }
 
-  get(accountId: string): AccountListing | undefined {
-    return this.list().find((account) => account.account_id === accountId);
-  }
-
   /** The account's limits; undefined for an account never opened. */
   limitsOf(accountId: string): AccountLimits | undefined {
     return statement(this.db, 'SELECT queued_lines, queued_tokens, stored_bytes FROM accounts WHERE account_id = ?').get(accountId) as AccountLimits | undefined;
   }
 
-  /**
-   * What the account holds now, from the batches and files read models: the lines and estimated
-   * tokens of its batches not yet ended (but `excludingBatch`), and the bytes of its files.
-   */
-  usageOf(accountId: string, excludingBatch = ''): AccountUsage {
-    const queued = statement(
+  /** What the account holds now, from the batches and files read models. */
+  usageOf(accountId: string): AccountUsage {
+    return { ...this.queuedWorkOf(accountId), stored_bytes: this.storedBytesOf(accountId) };
+  }
+
+  /** The lines and estimated tokens of the account's batches not yet ended, but `excludingBatch`. */
+  queuedWorkOf(accountId: string, excludingBatch = ''): Pick<AccountUsage, 'queued_lines' | 'queued_tokens'> {
+    return statement(
       this.db,
       `SELECT COALESCE(SUM(total), 0) AS queued_lines, COALESCE(SUM(estimated_tokens), 0) AS queued_tokens FROM batches
         WHERE account_id = @account AND id <> @excluding AND status IN (${[...QUEUED_STATUSES].map((status) => `'${status}'`).join(', ')})`,
     ).get({ account: accountId, excluding: excludingBatch }) as { queued_lines: number; queued_tokens: number };
-    const stored = statement(this.db, "SELECT COALESCE(SUM(bytes), 0) AS stored_bytes FROM files WHERE account_id = ? AND status = 'active'").get(accountId) as { stored_bytes: number };
-    return { ...queued, ...stored };
+  }
+
+  /** The bytes of the account's files not deleted or expired. */
+  storedBytesOf(accountId: string): number {
+    return (statement(this.db, "SELECT COALESCE(SUM(bytes), 0) AS stored_bytes FROM files WHERE account_id = ? AND status = 'active'").get(accountId) as { stored_bytes: number }).stored_bytes;
   }
 
   /** Every account's usage, for the metrics. */

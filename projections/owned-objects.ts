@@ -23,8 +23,9 @@ export class OwnedObjects {
     return this.queries.batches.list(limit, after, ownerOf(principal));
   }
 
-  batchErrors(principal: Principal, batchId: string): ReturnType<BatchesQueries['errors']> {
-    return this.batch(principal, batchId) ? this.queries.batches.errors(batchId) : [];
+  /** The errors of a batch this seam handed out (a row comes only from batch() or batches(), so it is the principal's). */
+  batchErrors(row: BatchRow): ReturnType<BatchesQueries['errors']> {
+    return this.queries.batches.errors(row.id);
   }
 
   /** An active, unexpired file of the principal's. */

@@ -60,7 +60,7 @@ export class BatchValidator {
       /** Where the work file is assembled before it is stored (local disk). */
       scratchDir?: string;
       /** The account's limits and what it has queued (ACCOUNTS=required): a batch over them fails validation. */
-      quotas?: { limitsOf(accountId: string): AccountLimits | undefined; usageOf(accountId: string, excludingBatch?: string): Pick<AccountUsage, 'queued_lines' | 'queued_tokens'> };
+      quotas?: { limitsOf(accountId: string): AccountLimits | undefined; queuedWorkOf(accountId: string, excludingBatch?: string): Pick<AccountUsage, 'queued_lines' | 'queued_tokens'> };
     },
   ) {}
 
@@ -124,7 +124,7 @@ export class BatchValidator {
     const at = this.deps.clock.nowSeconds();
     // Over the account's queued work: the batch fails as a whole, as OpenAI fails one over its enqueued tokens.
     const limits = facts.account_id !== undefined && outcome.errors.length === 0 ? this.deps.quotas?.limitsOf(facts.account_id) : undefined;
-    const refusal = limits ? queuedWorkRefusal(limits, this.deps.quotas!.usageOf(facts.account_id!, batchId), outcome.total, outcome.tokens) : undefined;
+    const refusal = limits ? queuedWorkRefusal(limits, this.deps.quotas!.queuedWorkOf(facts.account_id!, batchId), outcome.total, outcome.tokens) : undefined;
     if (refusal) outcome.errors.push(refusal);
     if (outcome.errors.length > 0) {
       await this.deps.batches.run(batchId, { type: 'RecordValidation', at, outcome: { ok: false, errors: outcome.errors } }, CORRELATION);

@@ -1,5 +1,6 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, RouteOptions, onRequestHookHandler } from 'fastify';
+import { keyDigest } from '../application/account-registry.js';
 import { ID_PREFIX } from '../domain/id-prefixes.js';
 import { OPEN_PRINCIPAL, type Principal } from '../domain/principal.js';
 import { ApiError } from './api-error.js';
@@ -20,9 +21,8 @@ export interface AccountKeys {
 }
 
 const KEY = new RegExp(`^${ID_PREFIX.accountSecret.replace(/-/g, '\\-')}([0-9a-f]{24})\\.[A-Za-z0-9_-]{43}$`);
-const sha256 = (text: string) => createHash('sha256').update(text).digest();
 /** Compared against when the key's id is unknown, so that an unknown id costs what a wrong key does. */
-const NO_DIGEST = sha256('');
+const NO_DIGEST = Buffer.from(keyDigest(''), 'hex');
 
 /**
  * The one authentication hook: turns a request's credential into the principal every command and
@@ -55,7 +55,7 @@ function accountCheck(keys: AccountKeys): onRequestHookHandler {
     if (bearer === undefined) throw new ApiError(401, 'Missing bearer token: send Authorization: Bearer <account key> (ACCOUNTS=required)', 'invalid_request_error', 'invalid_api_key');
     const keyId = KEY.exec(bearer)?.[1];
     const key = keyId === undefined ? undefined : keys.activeKey(`${ID_PREFIX.accountKey}${keyId}`);
-    const matches = timingSafeEqual(sha256(bearer), key ? Buffer.from(key.key_sha256, 'hex') : NO_DIGEST);
+    const matches = timingSafeEqual(Buffer.from(keyDigest(bearer), 'hex'), key ? Buffer.from(key.key_sha256, 'hex') : NO_DIGEST);
     if (!key || !matches) throw new ApiError(401, 'Incorrect API key provided', 'invalid_request_error', 'invalid_api_key');
     request.principal = { kind: 'account', accountId: key.account_id, keyId: `${ID_PREFIX.accountKey}${keyId}` };
   };

@@ -1,4 +1,4 @@
-import { describe, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { type AccountEvent, NO_LIMITS, accountDecider } from '../../src/domain/account.js';
 import { deciderSpec } from '../support/decider-spec.js';
 
@@ -10,6 +10,11 @@ const secondKey: AccountEvent = { type: 'AccountKeyAdded', data: { account_id: '
 const revoked: AccountEvent = { type: 'AccountKeyRevoked', data: { account_id: 'acme', key_id: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', revoked_at: 300 } };
 
 describe('Account aggregate', () => {
+  // The given/when/then helper asserts; every test here must have made an assertion through it.
+  beforeEach(() => {
+    expect.hasAssertions();
+  });
+
   it('opens an account with its first key', () => {
     spec.given([]).when({ type: 'OpenAccount', accountId: 'acme', keyId: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', keySha256: digest('a'), at: 100 }).then([opened, firstKey]);
     spec.given([opened, firstKey]).thenState({ status: 'open', accountId: 'acme', createdAt: 100, keys: [{ key_id: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', key_sha256: digest('a'), created_at: 100, revoked_at: null }], limits: NO_LIMITS });

@@ -53,7 +53,6 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AccountRouteDe
     { schema: { summary: 'Revoke a key: refused from the next request on', tags: ['accounts'], security, params: httpSchema('AccountKeyParams'), response: { 200: httpSchema('RevokedAccountKey') } } },
     async (request) => {
       const { account_id, key_id } = request.params as { account_id: string; key_id: string };
-      if (!deps.accountsQueries.get(account_id)) throw notFound(`No such account: ${account_id}`, 'account_id');
       const revoked = await deps.accounts.revokeKey(account_id, key_id, requestMetadata(request));
       if (E.isLeft(revoked)) throw fromRejection(revoked.left);
       return { object: 'account.key' as const, ...revoked.right, revoked: true as const };

@@ -64,7 +64,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
   const findBatch = (principal: Principal, batchId: string) => {
     const row = deps.owned.batch(principal, batchId);
     if (!row) throw notFound(`No such batch: ${batchId}`, 'batch_id');
-    return batchObject(row, deps.owned.batchErrors(principal, batchId));
+    return batchObject(row, deps.owned.batchErrors(row));
   };
 
   app.post(
@@ -86,7 +86,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
       const after = query.after === '' ? undefined : query.after;
       const page = deps.owned.batches(request.principal, query.limit, after);
       if (!page) throw invalidRequest(`No batch with id ${query.after} to list after`, 'after');
-      const data = page.data.map((row) => batchObject(row, deps.owned.batchErrors(request.principal, row.id)));
+      const data = page.data.map((row) => batchObject(row, deps.owned.batchErrors(row)));
       return { object: 'list' as const, data, ...pageBounds(data, after), has_more: page.hasMore };
     },
   );

@@ -8,7 +8,7 @@ import type { FileListQuery, FileRow } from '../../../projections/files-projecti
 import type { OwnedObjects } from '../../../projections/owned-objects.js';
 import { type Principal, ownerOf } from '../../domain/principal.js';
 import type { AccountLimits } from '../../domain/account.js';
-import { type AccountUsage, storageRefusal } from '../../domain/account-quota.js';
+import { storageRefusal } from '../../domain/account-quota.js';
 import { UnknownCursorError } from '../../../projections/files-projection.js';
 import { ApiError, fromRejection, invalidRequest, notFound, tooLarge } from '../api-error.js';
 import { httpSchema } from '../../platform/schemas.js';
@@ -21,7 +21,7 @@ export interface FileRouteDeps {
   /** Batches, files and histories as the asking principal may see them (never the read models whole). */
   readonly owned: OwnedObjects;
   /** An account's storage limit and what it stores (ACCOUNTS=required). */
-  readonly accountsQueries: { limitsOf(accountId: string): AccountLimits | undefined; usageOf(accountId: string): Pick<AccountUsage, 'stored_bytes'> };
+  readonly accountsQueries: { limitsOf(accountId: string): AccountLimits | undefined; storedBytesOf(accountId: string): number };
   readonly clock: Clock;
   readonly limits: UploadLimits;
 }
@@ -108,7 +108,7 @@ export function registerFileRoutes(app: FastifyInstance, deps: FileRouteDeps): v
         // Over the account's storage limit: refused, and what was stored is removed (below).
         const owner = ownerOf(request.principal);
         const accountLimits = owner !== undefined ? deps.accountsQueries.limitsOf(owner) : undefined;
-        const overStorage = owner !== undefined && accountLimits ? storageRefusal(accountLimits, deps.accountsQueries.usageOf(owner).stored_bytes, stored.bytes) : undefined;
+        const overStorage = owner !== undefined && accountLimits ? storageRefusal(accountLimits, deps.accountsQueries.storedBytesOf(owner), stored.bytes) : undefined;
         if (overStorage) throw new ApiError(400, overStorage, 'invalid_request_error', 'storage_limit_exceeded', 'file');
 
         const createdAt = deps.clock.nowSeconds();

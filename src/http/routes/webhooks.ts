@@ -6,6 +6,7 @@ import type { WebhooksQueries } from '../../../projections/webhooks-projection.j
 import { ApiError, fromRejection, notFound } from '../api-error.js';
 import { type OutboundTargets, resolvedTargetRefusal } from '../../platform/outbound-targets.js';
 import { httpSchema } from '../../platform/schemas.js';
+import type { Principal } from '../../domain/principal.js';
 import { requestMetadata } from '../request-metadata.js';
 
 export interface WebhookRouteDeps {
@@ -76,19 +77,19 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookRouteDe
 
   // An account's own webhooks (ACCOUNTS=required): they hear of its batches only, and may reach no
   // address inward of the service (checked here by resolving the host, and again at every delivery).
-  const accountOnly = (principal: { kind: string }) => {
+  const accountOf = (principal: Principal): string => {
     if (principal.kind !== 'account') throw notFound('Webhooks under /v1 belong to accounts (ACCOUNTS=required); operators register theirs at /mgmt/v1/webhooks');
+    return principal.accountId;
   };
   app.post(
     '/v1/webhooks',
     { schema: { summary: "Register a webhook for the calling account's batches (201; its signing secret shown this once)", tags: ['webhooks'], body: httpSchema('CreateWebhookRequest'), response: { 201: httpSchema('CreatedWebhook') } } },
     async (request, reply) => {
-      accountOnly(request.principal);
-      const principal = request.principal as { accountId: string };
+      const accountId = accountOf(request.principal);
       const body = request.body as { url: string; events?: WebhookEventType[] };
       const refused = await resolvedTargetRefusal(body.url, deps.webhookTargets);
       if (refused) throw new ApiError(400, `Webhook url refused: ${refused}`, 'invalid_request_error', 'webhook_target_refused', 'url');
-      const registered = await deps.webhooks.register(body.url, body.events ?? WEBHOOK_EVENT_TYPES, requestMetadata(request), principal.accountId);
+      const registered = await deps.webhooks.register(body.url, body.events ?? WEBHOOK_EVENT_TYPES, requestMetadata(request), accountId);
       if (E.isLeft(registered)) throw fromRejection(registered.left);
       return reply.status(201).send({ ...webhookObject(registered.right), secret: registered.right.secret });
     },
@@ -97,18 +98,17 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookRouteDe
     '/v1/webhooks',
     { schema: { summary: "The calling account's webhooks (without their secrets)", tags: ['webhooks'], response: { 200: httpSchema('WebhookList') } } },
     async (request) => {
-      accountOnly(request.principal);
-      return { object: 'list' as const, data: deps.webhooksQueries.list((request.principal as { accountId: string }).accountId).map(webhookObject) };
+      return { object: 'list' as const, data: deps.webhooksQueries.list(accountOf(request.principal)).map(webhookObject) };
     },
   );
   app.delete(
     '/v1/webhooks/:webhook_id',
     { schema: { summary: "Remove one of the calling account's webhooks", tags: ['webhooks'], params: httpSchema('WebhookIdParams'), response: { 200: httpSchema('DeletedWebhook') } } },
     async (request) => {
-      accountOnly(request.principal);
+      const accountId = accountOf(request.principal);
       const { webhook_id } = request.params as { webhook_id: string };
       // Another account's webhook, or the operator's, is answered as one never registered.
-      if (deps.webhooksQueries.ownerOf(webhook_id) !== (request.principal as { accountId: string }).accountId) throw notFound(`No such webhook: ${webhook_id}`, 'webhook_id');
+      if (deps.webhooksQueries.ownerOf(webhook_id) !== accountId) throw notFound(`No such webhook: ${webhook_id}`, 'webhook_id');
       const removed = await deps.webhooks.remove(webhook_id, requestMetadata(request));
       if (E.isLeft(removed)) throw fromRejection(removed.left);
       return { object: 'webhook' as const, id: webhook_id, deleted: true as const };
