@@ -40,6 +40,14 @@ export interface EngineResponse {
   readonly bodyFields?: { readonly usage: unknown; readonly id: unknown; readonly model: unknown };
 }
 
+/**
+ * A streamed answer broke off after some of its text reached the caller: not tried again (the
+ * caller would see part of an answer twice); the caller's stream ends with the error.
+ */
+export class StreamCutError extends Error {
+  override readonly name = 'StreamCutError';
+}
+
 /** No answer could be had (connection refused, timeout, upstream kept failing). */
 export class EngineUnavailableError extends Error {
   override readonly name = 'EngineUnavailableError';

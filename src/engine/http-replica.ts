@@ -7,6 +7,7 @@ import { newEngineRequestId } from '../platform/ids.js';
 import { JsonText } from '../domain/json-text.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
 import { enginePriority } from './scheduling/engine-priority.js';
+import { streamAnswer } from './streamed-answer.js';
 import type { Replica, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
 
 export interface HttpReplicaSettings {
@@ -73,7 +74,8 @@ export class HttpReplica implements Replica {
   }
 
   async send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {
-    // Streams are relayed whole: the upstream is asked for one answer, sent on as one delta.
+    if (onDelta && STREAMED_ENDPOINTS.has(request.endpoint)) return this.stream(request, onDelta);
+    // Anything else is asked for whole (a stream asked for elsewhere is relayed as one piece).
     // Copied without them only where they are there: every batch line passes here.
     const payload = JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
@@ -111,6 +113,20 @@ export class HttpReplica implements Replica {
       if (content) onDelta(content);
     }
     return { ...answered, body: parsed };
+  }
+
+  /**
+   * A streamed chat or completion (an interactive request with `stream: true`), relayed event by
+   * event from this process, not the engine I/O thread, as the client's socket takes them. Its
+   * slot is held until the last byte: send() resolves only then.
+   */
+  private async stream(request: EngineRequest, onDelta: TextDelta): Promise<ReplicaResponse> {
+    const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
+    const timeout = AbortSignal.timeout(this.settings.timeoutMs);
+    const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
+    const url = new URL(this.base + request.endpoint.replace(/^\/v1/, ''));
+    const answer = await streamAnswer(url, headers, request.body, request.endpoint === '/v1/chat/completions', signal, onDelta);
+    return { statusCode: answer.statusCode, requestId: answer.requestId ?? newEngineRequestId(), body: answer.body };
   }
 
   /** The server's root: its base URL without the /v1 suffix, where the admin endpoints live. */
@@ -156,6 +172,9 @@ export class HttpReplica implements Replica {
     }
   }
 }
+
+/** The endpoints a client may stream from: OpenAI's chat and completions. */
+const STREAMED_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/completions']);
 
 function withoutStreaming(body: Record<string, unknown>): Record<string, unknown> {
   const { stream: _stream, stream_options: _options, ...rest } = body;

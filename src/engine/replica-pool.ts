@@ -1,6 +1,6 @@
 import { EngineCapacity, type RequestOutcome } from './scheduling/engine-capacity.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
-import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from './engine.js';
+import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, StreamCutError } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
 import type { Replica, ReplicaResponse } from './replica.js';
 import type { ServiceClass } from './scheduling/urgency.js';
@@ -237,6 +237,10 @@ export class ReplicaPool implements InferenceEngine {
       } catch (error) {
         sent = (error as { sent?: ReplicaResponse['sent'] } | undefined)?.sent;
         if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
+        if (error instanceof StreamCutError) {
+          member.health.failed(true, Date.now());
+          throw error;
+        }
         if (error instanceof Error && error.name === 'TimeoutError') outcome = 'timeout';
         member.health.failed(true, Date.now());
         lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;

@@ -96,7 +96,9 @@ async function serve(fleet: Fleet, endpoint: string, request: FastifyRequest, re
     return reply.status(response.statusCode).header('x-request-id', request.id).send(response.body);
   } catch (error) {
     if (sse?.started) {
-      sse.fail({ error: { message: error instanceof Error ? error.message : String(error), type: 'server_error', param: null, code: 'engine_error' } });
+      // The engine's own words (a cut stream's reason) go to the log; the client gets the code.
+      request.log.warn({ err: error }, 'a streamed answer ended early');
+      sse.fail({ error: { message: 'The engine stopped before the answer was complete', type: 'server_error', param: null, code: 'engine_error' } });
       return reply;
     }
     if (error instanceof ImageFetchError) throw invalidRequest(error.message, 'messages', 'image_fetch_failed');
@@ -147,13 +149,25 @@ class SseWriter {
     };
   }
 
-  private send(payload: unknown): void {
-    this.reply.raw.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  /** false: the socket's buffer is full (wait for 'drain' before more). */
+  private send(payload: unknown): boolean {
+    return this.reply.raw.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
-  delta(text: string): void {
+  /** Writes a piece; while the client's socket is full, a promise that settles when it drains or closes. */
+  delta(text: string): void | Promise<void> {
     this.start();
-    this.send(this.chunk(this.chat ? { content: text } : text, null));
+    if (this.send(this.chunk(this.chat ? { content: text } : text, null))) return;
+    const raw = this.reply.raw;
+    return new Promise((resolve) => {
+      const settle = () => {
+        raw.off('drain', settle);
+        raw.off('close', settle);
+        resolve();
+      };
+      raw.once('drain', settle);
+      raw.once('close', settle);
+    });
   }
 
   finish(body: unknown): void {
