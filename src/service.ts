@@ -98,7 +98,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (exposure) logger.warn({ host: config.host, accounts: config.accounts }, exposure);
     const metricsUrl = config.metricsPort === undefined ? url : await openMetricsServer(metrics, config, config.metricsPort, lifecycle);
     await application?.projector.start();
-    if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, adapters.eventStore, logger);
+    if (application && roles.has('api')) await reserveConfiguredJobs(config, configuredJobs, application.jobs, adapters.eventStore, logger, fleet?.fleet.models());
     workers.startSweepers();
     fleet?.startHealthChecks();
     // The processors act on the read models: they start once those hold the whole log, and the

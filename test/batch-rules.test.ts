@@ -240,7 +240,7 @@ describe('job definitions', () => {
     expect(badSla.status).toBe(400);
     expect((await fetch(`${service.url}/mgmt/v1/jobs`, { method: 'POST', body: JSON.stringify(job) })).status).toBe(401);
     const list = (await (await fetch(`${service.url}/mgmt/v1/jobs`, { headers })).json()) as { data: Array<{ job_id: string }> };
-    expect(list.data.map((entry) => entry.job_id)).toEqual(['from-file', 'job-demo', 'Job-A']);
+    expect(list.data.map((entry) => entry.job_id)).toEqual(['from-file', 'job-demo', 'job-embeddings', 'Job-A']);
     await service.close();
   });
 });

@@ -114,6 +114,24 @@ describe('the built-in engine', () => {
     expect(first.choices[0].text).not.toBe(other.choices[0].text);
   });
 
+  it('prints valid, printable UTF-8 in 1,000 answers, whatever the seed, temperature and length', async () => {
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    let characters = 0;
+    for (let index = 0; index < 1000; index++) {
+      const body = await complete({ prompt: `prompt ${index}`, max_tokens: 1 + (index % 12), temperature: (index % 5) * 0.5, seed: index });
+      const text: string = body.choices[0].text;
+      // Whole characters only: the bytes decode strictly, and nothing is a replacement character.
+      expect(decoder.decode(Buffer.from(text, 'utf8'))).toBe(text);
+      expect(text, JSON.stringify(text)).not.toMatch(/\uFFFD/);
+      // No control, format, surrogate, private-use or unassigned code point but tab and newline.
+      expect(text.replace(/[\t\n]/g, ''), JSON.stringify(text)).not.toMatch(/\p{C}/u);
+      // A multi-byte character counts each of its bytes as a token: never more than max_tokens.
+      expect(body.usage.completion_tokens).toBeLessThanOrEqual(1 + (index % 12));
+      characters += [...text].length;
+    }
+    expect(characters).toBeGreaterThan(1000);
+  });
+
   it('counts real tokens: one per byte plus BOS, and stops at max_tokens', async () => {
     const answer = await complete({ prompt: 'héllo', max_tokens: 5, temperature: 0 });
     expect(answer.usage.prompt_tokens).toBe(1 + Buffer.byteLength('héllo'));

@@ -4,7 +4,7 @@ import type { RunningService } from '../src/service.js';
 import { chatLine, createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, startTestService } from './support/service.js';
 
-/** The default fleet: the built-in model spool-tiny on a checkpoint generated at first start. */
+/** The default fleet: the built-in model spool-tiny on a checkpoint generated at first start (and the embedding model, test/embeddings.test.ts). */
 describe('/compat/v1 on the built-in model, through the official openai client', () => {
   let service: RunningService;
   let client: OpenAI;
@@ -19,7 +19,7 @@ describe('/compat/v1 on the built-in model, through the official openai client',
   it('lists the fleet’s models', async () => {
     const models = [];
     for await (const model of client.models.list()) models.push(model.id);
-    expect(models).toEqual(['spool-tiny']);
+    expect(models).toEqual(['spool-tiny', 'all-minilm-l6-v2']);
   });
 
   it('chats, deterministically for a seed, with real usage', async () => {

@@ -54,6 +54,23 @@ describe("README's quick start", () => {
     expect(outputs.map((line) => (JSON.parse(line) as { custom_id: string }).custom_id)).toEqual(['q1', 'q2', 'q3']);
   }, 150_000);
 
+  it('runs its embeddings batch as printed, with the similarities it prints', async () => {
+    const shown = blocks('sh').find((block) => block.startsWith('node examples/embeddings.mjs'));
+    expect(shown).toBeDefined();
+    const printed = shown!.split('\n').filter((line) => line.startsWith('# ')).map((line) => line.slice(2));
+    const run = await runProcess(process.execPath, [join(packageRoot, 'examples', 'embeddings.mjs')], 120_000, { cwd: dir, env: { ...process.env, SPOOL_URL: service.url } });
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const lines = run.stdout.trim().split('\n');
+    expect(lines[0]).toBe(printed[0]);
+    // Each similarity within a few thousandths of the printed one (int8 runs vary a little with what shares them).
+    for (const [index, line] of lines.slice(1).entries()) {
+      const [label, value] = [line.slice(0, 14), Number(line.slice(14))];
+      expect(label).toBe(printed[index + 1]!.slice(0, 14));
+      expect(Math.abs(value - Number(printed[index + 1]!.slice(14)))).toBeLessThan(0.01);
+    }
+  }, 150_000);
+
   it('has a Python example that compiles', () => {
     const compile = spawnSync('python3', ['-m', 'py_compile', join(packageRoot, 'examples', 'quickstart.py')], { encoding: 'utf8', env: { ...process.env, PYTHONPYCACHEPREFIX: join(dir, 'pycache') } });
     expect(compile.stderr).toBe('');

@@ -120,8 +120,13 @@ function runCli(env: Record<string, string>, until: RegExp, timeoutMs = 20_000):
       child.kill('SIGKILL');
       reject(new Error(`cli did not print ${until} in time:\n${stdout}\n${stderr}`));
     }, timeoutMs);
+    // One SIGTERM, as a user's one Ctrl-C or an orchestrator's stop: a second one during the
+    // shutdown forces the exit (143), and output keeps coming after the line waited for.
+    let signalled = false;
     const check = () => {
-      if (until.test(stdout + stderr)) child.kill('SIGTERM');
+      if (signalled || !until.test(stdout + stderr)) return;
+      signalled = true;
+      child.kill('SIGTERM');
     };
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();

@@ -5,6 +5,9 @@
 /** The in-process model (src/engine/builtin/): FLEET_FILE `kind: builtin`. */
 export const BUILTIN_KIND = 'builtin';
 
+/** The in-process embedding model all-MiniLM-L6-v2 on onnxruntime (src/engine/embeddings/): FLEET_FILE `kind: minilm`. */
+export const MINILM_KIND = 'minilm';
+
 /** POSTs `body` as JSON to `path` under the server's root (where its admin endpoints live); throws unless it succeeded. */
 export type AdminPost = (path: string, body?: unknown) => Promise<void>;
 
@@ -69,14 +72,14 @@ export const HTTP_ENGINE_KINDS = {
 } satisfies Record<string, HttpEngineKind>;
 
 export type HttpEngineKindName = keyof typeof HTTP_ENGINE_KINDS;
-export type ReplicaKind = typeof BUILTIN_KIND | HttpEngineKindName;
+export type ReplicaKind = typeof BUILTIN_KIND | typeof MINILM_KIND | HttpEngineKindName;
 
 /** The kind of ENGINE_BASE_URL's server. */
 export const ENGINE_BASE_URL_KIND: HttpEngineKindName = 'openai';
 
-/** What is particular to an HTTP kind; undefined for the built-in one. */
+/** What is particular to an HTTP kind; undefined for the in-process ones. */
 export function httpEngineKind(kind: ReplicaKind): HttpEngineKind | undefined {
-  return kind === BUILTIN_KIND ? undefined : HTTP_ENGINE_KINDS[kind];
+  return kind === BUILTIN_KIND || kind === MINILM_KIND ? undefined : HTTP_ENGINE_KINDS[kind];
 }
 
 /** The HTTP kinds whose servers reload weights, in the table's order. */

@@ -4,7 +4,10 @@ import type { Logger } from 'pino';
 import { BuiltinEngine } from './builtin/builtin-engine.js';
 import { DEFAULT_CHECKPOINT, createCheckpoint } from './builtin/checkpoint.js';
 import { Transformer } from './builtin/transformer.js';
-import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, type HttpEngineKindName, type ReplicaKind, httpEngineKind } from './engine-kinds.js';
+import { MINILM_MODEL } from './embeddings/minilm-files.js';
+import { MiniLmModel } from './embeddings/minilm-model.js';
+import { MiniLmReplica } from './embeddings/minilm-replica.js';
+import { BUILTIN_KIND, ENGINE_BASE_URL_KIND, MINILM_KIND, type HttpEngineKindName, type ReplicaKind, httpEngineKind } from './engine-kinds.js';
 import { Fleet } from './fleet.js';
 import type { FleetSettings } from './fleet-settings.js';
 import { HttpReplica, type HttpReplicaSettings } from './http-replica.js';
@@ -17,10 +20,21 @@ import { readJsonFile } from '../platform/schemas.js';
 /** The model the embedded default serves, on a checkpoint generated on first start. */
 export const DEFAULT_MODEL = 'spool-tiny';
 
+/**
+ * A `minilm` replica's concurrency unless FLEET_FILE names one: requests that arrive while the
+ * model runs wait for its next run together, so this is about the batch it runs.
+ */
+export const MINILM_CONCURRENCY = 64;
+
+/** The fleet without FLEET_FILE: spool-tiny on a generated checkpoint, and the built-in embedding model. */
+export const DEFAULT_FLEET: FleetSpec = {
+  models: { [DEFAULT_MODEL]: { replicas: [{ kind: BUILTIN_KIND }] }, [MINILM_MODEL]: { replicas: [{ kind: MINILM_KIND }] } },
+};
+
 export interface ReplicaSpec {
   /** A name in engine-kinds.ts. */
   readonly kind: ReplicaKind;
-  /** builtin: a checkpoint folder; default DATA_DIR/checkpoints/<model>, generated if missing. */
+  /** builtin: a checkpoint folder; default DATA_DIR/checkpoints/<model>, generated if missing. (minilm takes none: its files are MODELS_DIR's.) */
   readonly checkpoint?: string;
   /** vllm, sglang, openai: the server's OpenAI base URL, e.g. http://10.0.0.5:8000/v1. */
   readonly base_url?: string;
@@ -65,16 +79,19 @@ function loadBuiltinModel(model: string, checkpoint: string, generateIfMissing: 
 }
 
 /**
- * The fleet from FLEET_FILE, or by default one built-in replica of spool-tiny; ENGINE_BASE_URL
- * adds an OpenAI-compatible server for the models it lists (every other model when `*`).
+ * The fleet from FLEET_FILE, or by default DEFAULT_FLEET; ENGINE_BASE_URL adds an
+ * OpenAI-compatible server for the models it lists (every other model when `*`).
  */
-export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'warn'>): Promise<Fleet> {
+export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'warn' | 'info' | 'child'>): Promise<Fleet> {
   const { engine } = settings;
-  const spec: FleetSpec = settings.fleetFile ? readFleetSpec(settings.fleetFile) : { models: { [DEFAULT_MODEL]: { replicas: [{ kind: BUILTIN_KIND }] } } };
+  const spec: FleetSpec = settings.fleetFile ? readFleetSpec(settings.fleetFile) : DEFAULT_FLEET;
   const poolSettings = { maxAttempts: engine.maxAttempts, backoffMs: engine.backoffMs, cooldownMs: engine.cooldownMs };
   const fallbackSettings = { ...poolSettings, ...(engine.interactiveP99Ms !== undefined ? { interactiveP99Ms: engine.interactiveP99Ms } : {}) };
   const { defaultRegion, ...imageSettings } = settings.images;
-  const images = new ImageResolver(settings.s3Client, defaultRegion, imageSettings, log);
+  const images = new ImageResolver(settings.s3Client, defaultRegion, imageSettings, log?.child({ component: 'images' }));
+  // One embedding model per process, whatever number of replicas serve it.
+  let miniLm: MiniLmModel | undefined;
+  const sharedMiniLm = () => (miniLm ??= new MiniLmModel({ modelsDir: settings.models.dir, fetch: settings.models.fetch }, log?.child({ component: 'models' })));
   const http = (id: string, kind: HttpEngineKindName, baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}), ...extra });
 
@@ -82,6 +99,7 @@ export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'war
   for (const [model, { replicas, interactive_p99_ms: objective }] of Object.entries(spec.models)) {
     const members = replicas.map((replica, index): { replica: Replica; concurrency: number } => {
       const id = `${model}/${index}`;
+      if (replica.kind === MINILM_KIND) return { replica: new MiniLmReplica(id, sharedMiniLm(), model), concurrency: replica.concurrency ?? MINILM_CONCURRENCY };
       if (replica.kind === BUILTIN_KIND) {
         const explicit = replica.checkpoint !== undefined;
         const checkpoint = explicit ? (isAbsolute(replica.checkpoint!) ? replica.checkpoint! : resolve(replica.checkpoint!)) : join(settings.dataDir, 'checkpoints', model);
@@ -112,5 +130,5 @@ export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'war
       for (const model of models) if (!pools.has(model)) pools.set(model, shared);
     }
   }
-  return new Fleet(pools, fallback);
+  return new Fleet(pools, fallback, () => miniLm?.close());
 }

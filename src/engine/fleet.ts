@@ -10,7 +10,14 @@ export class Fleet implements EngineDirectory {
     private readonly pools: ReadonlyMap<string, ReplicaPool>,
     /** Serves any model not named in the fleet (ENGINE_BASE_URL). */
     private readonly fallback?: ReplicaPool,
+    /** Lets go of what its in-process models hold. */
+    private readonly release?: () => Promise<void> | undefined,
   ) {}
+
+  /** What the operator should know of its replicas (a model that could not be had), for /ready. */
+  warnings(): string[] {
+    return this.allPools().flatMap(({ pool }) => pool.replicas.flatMap((replica) => replica.warning?.() ?? []));
+  }
 
   engineFor(model: string): ReplicaPool | undefined {
     return this.pools.get(model) ?? this.fallback;
@@ -62,6 +69,7 @@ export class Fleet implements EngineDirectory {
     for (const timer of this.loadTimers.values()) clearTimeout(timer);
     this.loadTimers.clear();
     this.timer = undefined;
+    void this.release?.();
   }
 }
 

@@ -69,6 +69,8 @@ export interface Replica {
   priorityFields(urgency: Urgency, now: number): Record<string, unknown> | undefined;
   /** The server's own load gauges, where it publishes them. */
   load?(): Promise<EngineLoad | undefined>;
+  /** What the operator should know of it (/ready's warnings): a model that could not be had, say. */
+  warning?(): string | undefined;
 }
 
 // Replicas on one folder share its (read-only) weights: loaded once while any replica holds them.

@@ -6,6 +6,7 @@ export function fleetSettings(config: Config): FleetSettings {
   return {
     dataDir: config.dataDir,
     fleetFile: config.fleetFile,
+    models: config.models,
     engine: config.engine,
     images: {
       ...(config.images.buckets ? { allowed: new Set(config.images.buckets) } : {}),

@@ -19,7 +19,7 @@ import { WebhookRegistry } from '../application/webhook-registry.js';
 import { AccountRegistry } from '../application/account-registry.js';
 import { BatchLifecycle } from '../application/batch-lifecycle.js';
 import { FileRegistry } from '../application/file-registry.js';
-import { DEMO_JOB, readJobDefinitions } from '../application/job-definitions-file.js';
+import { DEMO_JOB, EMBEDDINGS_JOB, readJobDefinitions } from '../application/job-definitions-file.js';
 import { JobRegistry } from '../application/job-registry.js';
 import { LineOutcomeLog } from '../application/line-outcomes.js';
 import { WeightSync } from '../application/weight-sync.js';
@@ -144,7 +144,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
 
 async function wireFleet(context: PartsContext, application: ApplicationParts): Promise<FleetParts> {
   const { config, logger, lifecycle } = context;
-  const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(fleetSettings(config), logger.child({ component: 'images' }))));
+  const fleet = context.fleet ?? (await asConfigurationFailure(() => openFleet(fleetSettings(config), logger)));
   lifecycle.opened('the fleet', () => fleet.stop());
   observeFleet(context.metrics, fleet);
   const servedWeights = new ServedWeights({ queries: application.weightsQueries, projector: application.projector, fleet, log: logger });
@@ -164,14 +164,20 @@ export function readConfiguredJobs(config: Config): JobDefinition[] {
   return jobsFile ? asConfigurationFailure(() => readJobDefinitions(jobsFile)) : [];
 }
 
-/** JOBS_FILE's jobs, and on the embedded event store the demo job of the quick start. */
-export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, eventStore: Pick<EventStore, 'kind'>, logger: Logger): Promise<void> {
+/**
+ * JOBS_FILE's jobs, and on the embedded event store the demo job of the quick start and, where
+ * this process's fleet serves the built-in embedding model, its job.
+ */
+export async function reserveConfiguredJobs(config: Config, definitions: readonly JobDefinition[], jobs: JobRegistry, eventStore: Pick<EventStore, 'kind'>, logger: Logger, servedModels: readonly string[] = []): Promise<void> {
   for (const job of definitions) {
     const reserved = await jobs.reserve(job, { correlationId: 'jobs-file' });
     if (E.isLeft(reserved)) throw new StartupFailure(`JOBS_FILE ${config.jobsFile}, job ${job.job_id}: ${reserved.left.message}`, ExitCode.config);
   }
-  if (eventStore.kind === 'embedded' && !definitions.some((job) => job.job_id === DEMO_JOB.job_id)) {
-    const reserved = await jobs.reserve(DEMO_JOB, { correlationId: 'demo-job' });
-    if (E.isLeft(reserved)) logger.warn({ reason: reserved.left.message }, 'demo job not reserved');
+  if (eventStore.kind !== 'embedded') return;
+  const defaults = [DEMO_JOB, ...(servedModels.includes(EMBEDDINGS_JOB.model) ? [EMBEDDINGS_JOB] : [])];
+  for (const job of defaults) {
+    if (definitions.some((defined) => defined.job_id === job.job_id)) continue;
+    const reserved = await jobs.reserve(job, { correlationId: job === DEMO_JOB ? 'demo-job' : 'embeddings-job' });
+    if (E.isLeft(reserved)) logger.warn({ job: job.job_id, reason: reserved.left.message }, 'default job not reserved');
   }
 }

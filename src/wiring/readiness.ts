@@ -23,6 +23,7 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Log
     const { consumers, relay } = workers;
     const projections = parts.opened.application?.projector.status();
     const fleet = parts.opened.fleet?.fleet;
+    const allWarnings = [...(warnings ?? []), ...(fleet?.warnings() ?? [])];
     // Kinds only: paths, bucket names and broker addresses stay in the logs, away from anonymous callers.
     const details = {
       version: SERVICE_VERSION,
@@ -34,8 +35,9 @@ export function readinessReport(context: { roles: ReadonlySet<Role>; logger: Log
       // On Kafka, the partitions of its work topic the consumer holds now (a group still settling shows it).
       ...(consumers.length > 0 ? { processors: Object.fromEntries(consumers.map((consumer) => [consumer.kind, { handled: consumer.handled, ...partitionsOf(consumer) }])) } : {}),
       ...(relay ? { relay: { relayed: relay.relayed } } : {}),
-      // What the operator should know of how this process is set up (the API open beyond loopback without accounts).
-      ...(warnings && warnings.length > 0 ? { warnings } : {}),
+      // What the operator should know of how this process is set up (the API open beyond loopback
+      // without accounts, a built-in model that could not be had).
+      ...(allWarnings.length > 0 ? { warnings: allWarnings } : {}),
     };
     const notReady: string[] = [];
     const degraded: string[] = [];

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import S3rver from 's3rver';
 import type { TestProject } from 'vitest/node';
+import { loadConfig } from '../../src/config.js';
+import { fetchMiniLmFiles } from '../../src/engine/embeddings/minilm-files.js';
 import { type KafkaBroker, startKafkaBroker } from './kafka-broker.js';
 
 declare module 'vitest' {
@@ -19,7 +21,9 @@ export const S3_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER'
 
 /**
  * Starts what the suites talk to over real connections: an S3-compatible server and an Apache
- * Kafka broker, both on loopback. KAFKA_BROKERS names a running cluster to use instead.
+ * Kafka broker, both on loopback. KAFKA_BROKERS names a running cluster to use instead. Fetches
+ * the built-in embedding model into MODELS_DIR's default (once; Maven, as for the broker), so
+ * that the services the tests start find it there rather than each fetching it.
  */
 export default async function setup(project: TestProject) {
   const directory = mkdtempSync(join(tmpdir(), 'spool-s3-'));
@@ -29,16 +33,16 @@ export default async function setup(project: TestProject) {
   const kafkaDir = externalKafka ? undefined : mkdtempSync(join(tmpdir(), 'spool-kafka-'));
 
   // The JVM takes seconds to start; s3rver starts meanwhile.
-  const [s3, kafka] = await Promise.allSettled([server.run(), kafkaDir ? startKafkaBroker({ dir: kafkaDir }) : Promise.resolve(undefined)]);
+  const [s3, kafka, model] = await Promise.allSettled([server.run(), kafkaDir ? startKafkaBroker({ dir: kafkaDir }) : Promise.resolve(undefined), fetchMiniLmFiles(loadConfig({}).models.dir)]);
   const broker: KafkaBroker | undefined = kafka.status === 'fulfilled' ? kafka.value : undefined;
   const removeDirectories = () => {
     rmSync(directory, { recursive: true, force: true });
     if (kafkaDir) rmSync(kafkaDir, { recursive: true, force: true });
   };
-  if (s3.status === 'rejected' || kafka.status === 'rejected') {
+  if (s3.status === 'rejected' || kafka.status === 'rejected' || model.status === 'rejected') {
     await Promise.all([s3.status === 'fulfilled' ? server.close().catch(() => {}) : undefined, broker?.kill()]);
     removeDirectories();
-    throw s3.status === 'rejected' ? s3.reason : (kafka as PromiseRejectedResult).reason;
+    throw ([s3, kafka, model].find((result) => result.status === 'rejected') as PromiseRejectedResult).reason;
   }
 
   project.provide('s3Endpoint', `http://127.0.0.1:${s3.value.port}`);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { newCompletionId, newEngineRequestId, newResponseId, newResponseMessageId } from '../../platform/ids.js';
 import type { EngineRequest, EngineResponse } from '../engine.js';
 import { BOS, EOS } from './checkpoint.js';
+import { PrintableText } from './printable-text.js';
 import { Sampler, type Transformer } from './transformer.js';
 
 /** A request the built-in engine refuses: answered as an OpenAI 400. */
@@ -87,8 +88,8 @@ function generationParams(body: Record<string, unknown>, defaultMaxTokens: numbe
   };
 }
 
-/** One streamed piece of generated text. */
-export type TextDelta = (delta: string) => void;
+/** One streamed piece of generated text; a promise while the caller cannot take more yet (back-pressure). */
+export type TextDelta = (delta: string) => void | Promise<void>;
 
 /**
  * The built-in engine: the OpenAI request shapes (chat, completions, embeddings, responses) on a
@@ -211,18 +212,21 @@ export class BuiltinEngine {
     }
     const sampler = new Sampler(params.seed, params.temperature);
     const decoder = new TextDecoder('utf-8');
+    const printable = new PrintableText();
     const limit = Math.min(params.maxTokens, window - tokens.length);
     let text = '';
     let emitted = 0;
     let generated = 0;
     let finishReason: 'stop' | 'length' = 'length';
     while (generated < limit) {
-      const next = sampler.next(logits);
+      const left = limit - generated;
+      const next = sampler.next(logits, (token) => (token === EOS ? printable.atCharacterBoundary : token < BOS && printable.allowsByte(token, left)));
       generated += 1;
       if (next === EOS) {
         finishReason = 'stop';
         break;
       }
+      printable.accept(next);
       text += decoder.decode(Uint8Array.of(next), { stream: true });
       const stopAt = params.stop.map((stop) => text.indexOf(stop)).filter((at) => at >= 0);
       if (stopAt.length > 0) {

@@ -197,8 +197,10 @@ export class Sampler {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   }
 
-  next(logits: Float32Array): number {
+  /** The next token; with `allowed`, only among the tokens it allows (the others' logits are set to -Infinity). */
+  next(logits: Float32Array, allowed?: (token: number) => boolean): number {
     logits[BOS] = -Infinity; // never generated
+    if (allowed) for (let token = 0; token < logits.length; token++) if (!allowed(token)) logits[token] = -Infinity;
     if (this.temperature <= 0) {
       let best = 0;
       for (let index = 1; index < logits.length; index++) if (logits[index]! > logits[best]!) best = index;
@@ -213,10 +215,14 @@ export class Sampler {
       total += weights[index]!;
     }
     let target = this.uniform() * total;
+    let last = EOS;
     for (let index = 0; index < weights.length; index++) {
+      if (weights[index] === 0) continue;
+      last = index;
       target -= weights[index]!;
       if (target <= 0) return index;
     }
-    return EOS;
+    return last; // rounding left a sliver of the total: the last token that had any weight
   }
+
 }
