@@ -8,6 +8,7 @@ import { CAPPED_HEAP_MIB, type Results, type Stored, resultsPath } from './resul
 import { schedulerSections } from './scheduler-results.js';
 import { smallBatchesSections } from './small-batches-results.js';
 import { postgresStoreSections } from './postgres-store-results.js';
+import { realModelsSections } from './real-models-results.js';
 
 export function writeResults(results: Results): void {
   const fixed = (value: number, digits = 1) => (digits === 0 && Math.abs(value) >= 10_000 ? Math.round(value).toLocaleString('en') : value.toFixed(digits));
@@ -344,11 +345,14 @@ export function writeResults(results: Results): void {
   const postgres = postgresStoreSections(results, { fixed, percent, met, when, data });
   summary.push(...postgres.summary);
   sections.push(...postgres.sections);
+  const realModels = realModelsSections(results, { fixed, percent, met, when, data });
+  summary.push(...realModels.summary);
+  sections.push(...realModels.sections);
 
   const document = [
     '# Benchmark results',
     '',
-    'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`, `prefix`, `batching`, `small-batches`, `history`, `postgres`; the other sections stay as they were). ' +
+    'Written by `npm run bench` (every benchmark, about 15 minutes on 2 cores) or `node --expose-gc dist/bench/run.js NAME...` after `npm run build` (only those: `batch`, `kafka`, `overhead`, `replay`, `validation`, `upload`, `checkpoint`, `swap`, `builtin`, `images`, `scheduler`, `scheduler-kafka`, `prefix`, `batching`, `small-batches`, `history`, `postgres`, `kafka-postgres`, `real-models`; the other sections stay as they were). ' +
       'In every round the baseline and the service run back to back on the same input, so ratios compare like with like on a shared, noisy machine; each figure is the median over the rounds, and each ratio the median of the rounds\' ratios. No timing is asserted in the test suite.',
     '',
     '| item | baseline | spool | spool / baseline | target | |',

@@ -11,6 +11,7 @@ import type { CheckpointResult } from './checkpoint.js';
 import type { ImagesResult } from './images.js';
 import type { PostgresStoreResult } from './postgres-store.js';
 import type { PrefixResult } from './prefix.js';
+import type { RealModelsResult } from './real-models.js';
 import type { ReplayResult } from './replay.js';
 import type { SchedulerResult } from './scheduler.js';
 import type { HistoryResult, SmallBatchesResult } from './small-batches.js';
@@ -52,6 +53,8 @@ export interface Results {
   postgres?: Stored<PostgresStoreResult>;
   /** Item 14: item 1b (the Kafka shape) with its log in PostgreSQL. */
   kafkaPostgres?: Stored<BatchBenchResult>;
+  /** Item 15: the built-in embedding model, and the first token of a relayed stream. */
+  realModels?: Stored<RealModelsResult>;
 }
 
 /** How the sections of RESULTS.md format figures (bench/results-document.ts makes it). */

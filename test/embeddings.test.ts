@@ -102,7 +102,7 @@ describe('the embedding model itself', () => {
       for (const text of texts) alone.push((await embedder.embed([embedder.tokenize(text)]))[0]!);
       const runsBefore = embedder.runs;
       const together = await Promise.all(texts.map((text) => embedder.embed([embedder.tokenize(text)]).then((vectors) => vectors[0]!)));
-      // The first request runs at once; the others queue behind it and share the next run.
+      // Requests sent in one turn of the event loop share a run.
       expect(embedder.runs - runsBefore).toBeLessThanOrEqual(2);
       // Nearly what each gets alone: the int8 model quantizes a run's activations with one scale for
       // the whole run (dynamic quantization), so what shares a run moves a vector a little (docs/API.md).

@@ -21,10 +21,12 @@ import { readJsonFile } from '../platform/schemas.js';
 export const DEFAULT_MODEL = 'spool-tiny';
 
 /**
- * A `minilm` replica's concurrency unless FLEET_FILE names one: requests that arrive while the
- * model runs wait for its next run together, so this is about the batch it runs.
+ * A `minilm` replica's concurrency unless FLEET_FILE names one: two of the model's runs (64
+ * inputs each), so that the next run's requests are already waiting when a run ends and the model
+ * never waits for this process to send them (64: 69-78% of onnxruntime called directly on a
+ * 10,000-line batch; 128: 78-84%, bench/FINDINGS.md).
  */
-export const MINILM_CONCURRENCY = 64;
+export const MINILM_CONCURRENCY = 128;
 
 /** The fleet without FLEET_FILE: spool-tiny on a generated checkpoint, and the built-in embedding model. */
 export const DEFAULT_FLEET: FleetSpec = {

@@ -23,6 +23,7 @@ export class MiniLmModel {
   private current: MiniLmState = { state: 'fetching' };
   private readonly files: Promise<MiniLmFiles | undefined>;
   private loaded: Promise<SentenceEmbedder> | undefined;
+  private ready: SentenceEmbedder | undefined;
 
   constructor(
     private readonly settings: MiniLmModelSettings,
@@ -61,9 +62,15 @@ export class MiniLmModel {
 
   /** The loaded model, loading it on first use; rejects while its files cannot be had. */
   embedder(): Promise<SentenceEmbedder> {
-    this.loaded ??= this.files.then((files) => {
+    // A model whose thread stopped (it crashed, say) is loaded again by the next request.
+    if (this.ready && !this.ready.usable) {
+      this.loaded = undefined;
+      this.ready = undefined;
+    }
+    this.loaded ??= this.files.then(async (files) => {
       if (!files) throw new Error(this.current.state === 'unavailable' ? this.current.reason : 'its files are not there');
-      return SentenceEmbedder.load(files, this.settings.threads ? { threads: this.settings.threads } : {});
+      this.ready = await SentenceEmbedder.load(files, this.settings.threads ? { threads: this.settings.threads } : {});
+      return this.ready;
     });
     // A load that failed (a file removed under it, say) is tried again by the next request.
     this.loaded.catch(() => {
@@ -75,6 +82,7 @@ export class MiniLmModel {
   async close(): Promise<void> {
     const loaded = this.loaded;
     this.loaded = undefined;
+    this.ready = undefined;
     await loaded?.then((embedder) => embedder.close()).catch(() => undefined);
   }
 }

@@ -1,10 +1,11 @@
+import { JsonText } from '../../domain/json-text.js';
 import { newEngineRequestId } from '../../platform/ids.js';
 import type { EngineRequest } from '../engine.js';
 import { MINILM_KIND } from '../engine-kinds.js';
 import type { Replica, ReplicaResponse } from '../replica.js';
 import { MINILM_ARTIFACT, MINILM_MODEL } from './minilm-files.js';
 import type { MiniLmModel } from './minilm-model.js';
-import { DIMENSIONS, type SentenceEmbedder, type TokenIds } from './sentence-embedder.js';
+import { DIMENSIONS, type SentenceEmbedder, type TokenIds, type VectorFormat } from './sentence-embedder.js';
 
 /** OpenAI's bound on the inputs of one embeddings request. */
 const MAX_INPUTS = 2048;
@@ -62,7 +63,7 @@ export class MiniLmReplica implements Replica {
     const refuse = (error: BadRequest): ReplicaResponse => ({ statusCode: 400, requestId, body: { error: { message: error.message, type: 'invalid_request_error', param: error.param, code: error.code } } });
     if (request.endpoint !== '/v1/embeddings') return refuse(new BadRequest(`${this.modelName} is an embedding model: it serves /v1/embeddings only, not ${request.endpoint}`, null, 'unsupported_endpoint'));
     const { body } = request;
-    const format = body.encoding_format ?? 'float';
+    const format = (body.encoding_format ?? 'float') as VectorFormat;
     if (format !== 'float' && format !== 'base64') return refuse(new BadRequest('encoding_format must be float or base64', 'encoding_format'));
     if (body.dimensions !== undefined && body.dimensions !== null && body.dimensions !== DIMENSIONS) {
       return refuse(new BadRequest(`dimensions must be ${DIMENSIONS}: ${this.modelName}'s vectors cannot be shortened`, 'dimensions'));
@@ -76,22 +77,15 @@ export class MiniLmReplica implements Replica {
       throw error;
     }
     request.signal?.throwIfAborted();
-    const vectors = await embedder.embed(inputs);
+    const { texts } = await embedder.embedAsJson(inputs, format);
     const tokens = inputs.reduce((sum, ids) => sum + ids.length, 0);
-    return {
-      statusCode: 200,
-      requestId,
-      body: {
-        object: 'list',
-        data: vectors.map((vector, index) => ({
-          object: 'embedding',
-          index,
-          embedding: format === 'base64' ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : Array.from(vector),
-        })),
-        model: this.modelName,
-        usage: { prompt_tokens: tokens, total_tokens: tokens },
-      },
-    };
+    const usage = { prompt_tokens: tokens, total_tokens: tokens };
+    // The body as text, its vectors written on the model's thread: a batch line's answer is only
+    // written out (its outcome event, its output line), as the engine I/O thread's digest is.
+    const data = texts.map((text, index) => `{"object":"embedding","index":${index},"embedding":${text}}`).join(',');
+    const json = `{"object":"list","data":[${data}],"model":${JSON.stringify(this.modelName)},"usage":${JSON.stringify(usage)}}`;
+    if ((request.serviceClass ?? 'interactive') === 'interactive') return { statusCode: 200, requestId, body: JSON.parse(json) };
+    return { statusCode: 200, requestId, body: new JsonText(json), bodyFields: { usage, id: undefined, model: this.modelName } };
   }
 
   /** Healthy unless its files cannot be had: then its pool leaves it out and /ready says why. */

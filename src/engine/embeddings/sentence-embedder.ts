@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import type { InferenceSession, Tensor } from 'onnxruntime-node';
+import { Worker } from 'node:worker_threads';
 import type { MiniLmFiles } from './minilm-files.js';
 
 /** sentence-transformers' max_seq_length for all-MiniLM-L6-v2: longer inputs are cut to it. */
@@ -27,9 +27,18 @@ const TOKENIZER_CONFIG = {
 /** One input as the model reads it: token ids with [CLS] first and [SEP] last, at most MAX_INPUT_TOKENS. */
 export type TokenIds = readonly number[];
 
+/** Each input's vector, and, where asked for, its JSON as OpenAI writes it (`[numbers]` or `"base64"`). */
+export interface Embedded {
+  readonly vectors: Float32Array[];
+  readonly texts: ReadonlyArray<string | null>;
+}
+
+export type VectorFormat = 'float' | 'base64';
+
 interface Pending {
   readonly inputs: readonly TokenIds[];
-  resolve(vectors: Float32Array[]): void;
+  readonly format: VectorFormat | null;
+  resolve(embedded: Embedded): void;
   reject(error: unknown): void;
 }
 
@@ -40,25 +49,31 @@ export interface SentenceEmbedderSettings {
   readonly threads?: number;
 }
 
+const threadModule = new URL(import.meta.url.endsWith('.ts') ? './embedding-thread.ts' : './embedding-thread.js', import.meta.url);
+
+type FromThread = { ready: true } | { error: string; id?: number } | { id: number; vectors: Float32Array; width: number; texts: Array<string | null> };
+
 /**
  * all-MiniLM-L6-v2 on onnxruntime's CPU provider: mean pooling over the attention mask, then L2
- * normalisation, as the model was trained to be used. The model runs off the main event loop
- * (onnxruntime runs each `run` on a thread of its own and resolves when done); while one run is
- * under way the inputs of every request that arrives queue, and the next run takes them together,
- * so concurrent requests share runs as a batching server's do.
+ * normalisation, as the model was trained to be used. The model runs on a thread of its own
+ * (embedding-thread.ts): onnxruntime-node runs a session synchronously on its caller's thread.
+ * While one run is under way the inputs of every request that arrives queue, and the next run
+ * takes them together, so concurrent requests share runs as a batching server's do.
  */
 export class SentenceEmbedder {
   private readonly queue: Pending[] = [];
   private running = false;
   private runCount = 0;
+  private nextRun = 0;
+  private readonly runs_ = new Map<number, { resolve(embedded: Embedded): void; reject(error: unknown): void }>();
+  private failure: Error | undefined;
   private readonly maxBatchInputs: number;
   private readonly clsId: number;
   private readonly sepId: number;
 
   private constructor(
-    private readonly session: InferenceSession,
+    private readonly thread: Worker,
     private readonly tokenizer: { encode(text: string): { ids: number[] } },
-    private readonly tensor: typeof Tensor,
     readonly vocabularySize: number,
     settings: SentenceEmbedderSettings,
   ) {
@@ -66,19 +81,45 @@ export class SentenceEmbedder {
     const ids = tokenizer.encode('');
     this.clsId = ids.ids[0]!;
     this.sepId = ids.ids[ids.ids.length - 1]!;
+    thread.on('message', (message: FromThread) => {
+      if (!('id' in message) || message.id === undefined) return;
+      const run = this.runs_.get(message.id);
+      this.runs_.delete(message.id);
+      if ('error' in message) return run?.reject(new Error(`the embedding model failed: ${message.error}`));
+      const vectors: Float32Array[] = [];
+      for (let at = 0; at < message.vectors.length; at += message.width) vectors.push(message.vectors.subarray(at, at + message.width));
+      run?.resolve({ vectors, texts: message.texts });
+    });
+    thread.once('exit', (code) => this.fail(new Error(`the embedding model's thread stopped (exit ${code})`)));
+    thread.once('error', (error) => this.fail(error));
   }
 
-  /** Loads the model; onnxruntime and the tokenizer are imported only here, by a process that serves it. */
+  /** Loads the model on its thread; the tokenizer is imported only here, by a process that serves it. */
   static async load(files: MiniLmFiles, settings: SentenceEmbedderSettings = {}): Promise<SentenceEmbedder> {
-    const [ort, { Tokenizer }, tokenizerJson] = await Promise.all([import('onnxruntime-node'), import('@huggingface/tokenizers'), readFile(files.tokenizer, 'utf8')]);
+    const [{ Tokenizer }, tokenizerJson] = await Promise.all([import('@huggingface/tokenizers'), readFile(files.tokenizer, 'utf8')]);
     const parsed = JSON.parse(tokenizerJson) as { model: { vocab: Record<string, number> } };
     const tokenizer = new Tokenizer(parsed, TOKENIZER_CONFIG);
-    const session = await ort.InferenceSession.create(files.model, {
-      executionProviders: ['cpu'],
-      graphOptimizationLevel: 'all',
-      ...(settings.threads ? { intraOpNumThreads: settings.threads } : {}),
+    const thread = new Worker(threadModule, { workerData: { model: files.model, ...(settings.threads ? { threads: settings.threads } : {}) } });
+    // The model's thread never holds the process open: the fleet's stop ends it.
+    thread.unref();
+    await new Promise<void>((resolve, reject) => {
+      const early = (code: number) => reject(new Error(`the embedding model's thread stopped while loading (exit ${code})`));
+      thread.once('exit', early);
+      thread.once('message', (message: FromThread) => {
+        thread.off('exit', early);
+        if ('ready' in message) resolve();
+        else {
+          void thread.terminate();
+          reject(new Error(`the embedding model could not be loaded: ${'error' in message ? message.error : 'no answer'}`));
+        }
+      });
     });
-    return new SentenceEmbedder(session, tokenizer, ort.Tensor, Object.keys(parsed.model.vocab).length, settings);
+    return new SentenceEmbedder(thread, tokenizer, Object.keys(parsed.model.vocab).length, settings);
+  }
+
+  /** false once its thread has stopped: a new one must be loaded. */
+  get usable(): boolean {
+    return this.failure === undefined;
   }
 
   /** A text as the model reads it, cut to MAX_INPUT_TOKENS (its last kept token then [SEP]). */
@@ -97,10 +138,25 @@ export class SentenceEmbedder {
   }
 
   /** Unit vectors of DIMENSIONS floats, one per input, in order. */
-  embed(inputs: readonly TokenIds[]): Promise<Float32Array[]> {
+  async embed(inputs: readonly TokenIds[]): Promise<Float32Array[]> {
+    return (await this.queued(inputs, null)).vectors;
+  }
+
+  /** The vectors and their JSON in `format`, written on the model's thread (a batch line's answer is only written out). */
+  embedAsJson(inputs: readonly TokenIds[], format: VectorFormat): Promise<Embedded> {
+    return this.queued(inputs, format);
+  }
+
+  private queued(inputs: readonly TokenIds[], format: VectorFormat | null): Promise<Embedded> {
+    if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
-      this.queue.push({ inputs, resolve, reject });
-      if (!this.running) void this.drain();
+      this.queue.push({ inputs, format, resolve, reject });
+      if (this.running) return;
+      // An idle model starts after the current turn of the event loop: the requests its pool sends
+      // together (as slots free up all at once when a run's answers come back) go in one run, not
+      // a run of one followed by one of the rest.
+      this.running = true;
+      setImmediate(() => void this.drain());
     });
   }
 
@@ -110,11 +166,18 @@ export class SentenceEmbedder {
   }
 
   async close(): Promise<void> {
-    await this.session.release();
+    this.fail(new Error('the embedding model was closed'));
+    await this.thread.terminate();
+  }
+
+  private fail(error: Error): void {
+    this.failure ??= error;
+    for (const run of this.runs_.values()) run.reject(error);
+    this.runs_.clear();
+    for (const pending of this.queue.splice(0)) pending.reject(error);
   }
 
   private async drain(): Promise<void> {
-    this.running = true;
     try {
       while (this.queue.length > 0) {
         // Whole requests, in arrival order, up to the batch size (a request larger than it runs alone).
@@ -125,11 +188,15 @@ export class SentenceEmbedder {
           taken.push(this.queue.shift()!);
         }
         try {
-          const vectors = await this.run(taken.flatMap((pending) => pending.inputs));
+          const embedded = await this.run(
+            taken.flatMap((pending) => pending.inputs),
+            taken.flatMap((pending) => pending.inputs.map(() => pending.format)),
+          );
           let at = 0;
           for (const pending of taken) {
-            pending.resolve(vectors.slice(at, at + pending.inputs.length));
-            at += pending.inputs.length;
+            const end = at + pending.inputs.length;
+            pending.resolve({ vectors: embedded.vectors.slice(at, end), texts: embedded.texts.slice(at, end) });
+            at = end;
           }
         } catch (error) {
           for (const pending of taken) pending.reject(error);
@@ -140,50 +207,22 @@ export class SentenceEmbedder {
     }
   }
 
-  /** One run of the model over inputs padded to the longest of them, in runs of at most maxBatchInputs. */
-  private async run(inputs: readonly TokenIds[]): Promise<Float32Array[]> {
+  /** Runs of at most maxBatchInputs on the model's thread, each padded to its longest input. */
+  private async run(inputs: readonly TokenIds[], formats: ReadonlyArray<VectorFormat | null>): Promise<Embedded> {
     const vectors: Float32Array[] = [];
+    const texts: Array<string | null> = [];
     for (let start = 0; start < inputs.length; start += this.maxBatchInputs) {
-      const part = inputs.slice(start, start + this.maxBatchInputs);
-      const batch = part.length;
-      const length = Math.max(...part.map((ids) => ids.length));
-      const ids = new BigInt64Array(batch * length);
-      const mask = new BigInt64Array(batch * length);
-      part.forEach((input, row) => {
-        input.forEach((id, column) => {
-          ids[row * length + column] = BigInt(id);
-          mask[row * length + column] = 1n;
-        });
-      });
-      const shape = [batch, length];
-      const feeds: Record<string, Tensor> = {
-        input_ids: new this.tensor('int64', ids, shape),
-        attention_mask: new this.tensor('int64', mask, shape),
-      };
-      if (this.session.inputNames.includes('token_type_ids')) feeds.token_type_ids = new this.tensor('int64', new BigInt64Array(batch * length), shape);
+      const rows = inputs.slice(start, start + this.maxBatchInputs);
       this.runCount += 1;
-      const output = (await this.session.run(feeds))[this.session.outputNames[0]!]!;
-      const hidden = output.data as Float32Array;
-      const width = output.dims[2]!;
-      for (let row = 0; row < batch; row++) vectors.push(meanPooledUnit(hidden, row, part[row]!.length, length, width));
+      const id = this.nextRun++;
+      const part = await new Promise<Embedded>((resolve, reject) => {
+        if (this.failure) return reject(this.failure);
+        this.runs_.set(id, { resolve, reject });
+        this.thread.postMessage({ id, rows, formats: formats.slice(start, start + this.maxBatchInputs) });
+      });
+      vectors.push(...part.vectors);
+      texts.push(...part.texts);
     }
-    return vectors;
+    return { vectors, texts };
   }
-}
-
-/** The mean of a row's token states over its real tokens (padding is at the end), scaled to length 1. */
-function meanPooledUnit(hidden: Float32Array, row: number, tokens: number, length: number, width: number): Float32Array {
-  const vector = new Float32Array(width);
-  for (let token = 0; token < tokens; token++) {
-    const offset = (row * length + token) * width;
-    for (let index = 0; index < width; index++) vector[index]! += hidden[offset + index]!;
-  }
-  let norm = 0;
-  for (let index = 0; index < width; index++) {
-    vector[index]! /= tokens;
-    norm += vector[index]! * vector[index]!;
-  }
-  norm = Math.sqrt(norm) || 1;
-  for (let index = 0; index < width; index++) vector[index]! /= norm;
-  return vector;
 }
