@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { type LineFailedData, type LineOutcomeFields, type Usage, lineError, lineOutcomeFields } from '../src/domain/line-outcome.js';
+import { type LineFailedData, type LineOutcomeFields, type ServedBy, type Usage, lineError, lineOutcomeFields } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
 import { streamKind } from '../src/domain/stream-names.js';
@@ -13,7 +13,7 @@ export const batchesProjection: Projection = {
   // 2: batch_chunks lost its settled column (nothing read it).
   // 3: cached_tokens and reasoning_tokens; errors keep the lowest lines, not the first to arrive.
   // 4: work_blob_key (prefix-aware order).
-  version: 5,
+  version: 6,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -55,6 +55,13 @@ export const batchesProjection: Projection = {
         estimated_tokens     INTEGER NOT NULL DEFAULT 0
       );
       CREATE INDEX IF NOT EXISTS batches_by_status ON batches (status);
+      CREATE TABLE IF NOT EXISTS batch_served_by (
+        batch_id   TEXT    NOT NULL,
+        checkpoint TEXT    NOT NULL,
+        sync_id    TEXT    NOT NULL,
+        lines      INTEGER NOT NULL,
+        PRIMARY KEY (batch_id, checkpoint, sync_id)
+      );
       CREATE INDEX IF NOT EXISTS batches_by_account ON batches (account_id, seq);
       CREATE TABLE IF NOT EXISTS batch_chunks (
         batch_id   TEXT    NOT NULL,
@@ -169,8 +176,14 @@ interface OutcomeCounters {
 /** What a run of line outcomes adds to each batch's counters, until written. */
 class LineOutcomeCounts {
   private readonly byBatch = new Map<string, OutcomeCounters>();
+  /** Lines answered per batch, checkpoint and sync (batch, checkpoint and sync id joined by NUL). */
+  private readonly byCheckpoint = new Map<string, number>();
 
-  add(batchId: string, completed: boolean, usage: Usage): void {
+  add(batchId: string, completed: boolean, usage: Usage, servedBy: ServedBy | undefined): void {
+    if (servedBy) {
+      const key = `${batchId}\u0000${servedBy.checkpoint}\u0000${servedBy.sync_id ?? ''}`;
+      this.byCheckpoint.set(key, (this.byCheckpoint.get(key) ?? 0) + 1);
+    }
     let counters = this.byBatch.get(batchId);
     if (!counters) {
       counters = { completed: 0, failed: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_tokens: 0, reasoning_tokens: 0 };
@@ -196,6 +209,11 @@ class LineOutcomeCounts {
       ).run({ batch_id: batchId, ...counters });
     }
     this.byBatch.clear();
+    for (const [key, lines] of this.byCheckpoint) {
+      const [batchId, checkpoint, syncId] = key.split('\u0000');
+      statement(db, 'INSERT INTO batch_served_by (batch_id, checkpoint, sync_id, lines) VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, checkpoint, sync_id) DO UPDATE SET lines = lines + excluded.lines').run(batchId, checkpoint, syncId, lines);
+    }
+    this.byCheckpoint.clear();
   }
 }
 
@@ -204,7 +222,7 @@ function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, counts
   // The counters need no body: it is not parsed where the log's text lets it be left out (every
   // batch line's event passes here, its parsed body kept with the page the log's readers share).
   const fields = (recorded.serializedData !== undefined ? lineOutcomeFields(recorded.type, recorded.serializedData) : undefined) ?? (recorded.data as unknown as LineOutcomeFields);
-  counts.add(fields.batch_id, recorded.type === 'LineCompleted', fields.usage);
+  counts.add(fields.batch_id, recorded.type === 'LineCompleted', fields.usage, fields.served_by);
   if (recorded.type !== 'LineFailed') return;
   // An engine's error is in its body: the whole of it, then.
   const failed = 'error' in fields && fields.error !== null ? ({ ...fields, body: null } as LineFailedData) : (recorded.data as unknown as LineFailedData);
@@ -323,6 +341,12 @@ export class BatchesQueries {
     const row = statement(this.db, 'SELECT stopping FROM batches WHERE id = ?').get(batchId) as { stopping: BatchRow['stopping'] } | undefined;
     this.stoppingCache.set(batchId, row?.stopping);
     return row?.stopping;
+  }
+
+  /** Lines answered per checkpoint and weight sync, most first (GET /v1/batches/{id}/served_by). */
+  servedBy(batchId: string): Array<{ checkpoint: string; sync_id: string | null; lines: number }> {
+    const rows = statement(this.db, 'SELECT checkpoint, sync_id, lines FROM batch_served_by WHERE batch_id = ? ORDER BY lines DESC, checkpoint, sync_id').all(batchId) as Array<{ checkpoint: string; sync_id: string; lines: number }>;
+    return rows.map((row) => ({ ...row, sync_id: row.sync_id === '' ? null : row.sync_id }));
   }
 
   errors(batchId: string): BatchError[] {

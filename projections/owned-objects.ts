@@ -28,6 +28,11 @@ export class OwnedObjects {
     return this.queries.batches.errors(row.id);
   }
 
+  /** Lines of a batch (one the principal may see: `row` from batch()) per checkpoint and weight sync. */
+  batchServedBy(row: BatchRow): ReturnType<BatchesQueries['servedBy']> {
+    return this.queries.batches.servedBy(row.id);
+  }
+
   /** An active, unexpired file of the principal's. */
   file(principal: Principal, fileId: string, now: number): FileRow | undefined {
     const row = this.queries.files.get(fileId, now);

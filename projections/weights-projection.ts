@@ -6,7 +6,7 @@ import { statement } from './read-model-store.js';
 
 export const weightsProjection: Projection = {
   name: 'weights',
-  version: 1,
+  version: 2,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS weight_syncs (
@@ -26,6 +26,7 @@ export const weightsProjection: Projection = {
         reload_requested_at INTEGER,
         serving_location    TEXT,
         serving_path        TEXT,
+        serving_sync_id     TEXT,
         serving_since       INTEGER,
         failed_at           INTEGER,
         updated_at          INTEGER
@@ -93,9 +94,10 @@ export const weightsProjection: Projection = {
         set('updated_at = @at', { at: event.data.reloaded_at });
         return;
       case 'WeightsReloaded':
-        set("state = 'ready', attempt = 0, serving_location = @location, serving_path = @path, serving_since = @at, staged_location = NULL, staged_path = NULL, staged_files = NULL, staged_at = NULL, updated_at = @at", {
+        set("state = 'ready', attempt = 0, serving_location = @location, serving_path = @path, serving_sync_id = @sync_id, serving_since = @at, staged_location = NULL, staged_path = NULL, staged_files = NULL, staged_at = NULL, updated_at = @at", {
           location: event.data.location,
           path: event.data.path,
+          sync_id: event.data.sync_id,
           at: event.data.reloaded_at,
         });
         return;
@@ -120,6 +122,8 @@ export interface WeightSyncRow {
   readonly reload_requested_at: number | null;
   readonly serving_location: string | null;
   readonly serving_path: string | null;
+  /** The sync whose reload put the serving weights there. */
+  readonly serving_sync_id: string | null;
   readonly serving_since: number | null;
   readonly failed_at: number | null;
   readonly updated_at: number | null;

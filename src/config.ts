@@ -96,6 +96,8 @@ export interface Config {
   readonly uploadLimits: UploadLimits;
   /** Delay before a failed weight-sync step is tried again (doubled each attempt). */
   readonly weightSyncRetryMs: number;
+  /** The question each replica must answer right after a reload, and how long it may take (ms). */
+  readonly weightSyncProbe: { readonly prompt: string; readonly timeoutMs: number };
   /** The first webhook retry's delay; each next one doubles (at most an hour), for up to 72 hours. */
   readonly webhookRetryBaseMs: number;
   /** WEBHOOK_ALLOWED_TARGETS: host names and CIDR ranges an account's webhook may reach though they are inward (loopback, private, link-local). */
@@ -353,6 +355,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     batchExpiryCheckMs: 1000,
     uploadLimits: DEFAULT_UPLOAD_LIMITS,
     weightSyncRetryMs: integer('WEIGHT_SYNC_RETRY_MS', 1000, 0, 600_000),
+    weightSyncProbe: { prompt: value('WEIGHT_SYNC_PROBE_PROMPT') ?? 'Reply with one word: ready?', timeoutMs: integer('WEIGHT_SYNC_PROBE_TIMEOUT_SECONDS', 30, 1, 3600) * 1000 },
     webhookRetryBaseMs: integer('WEBHOOK_RETRY_BASE_MS', 10_000, 1, 3_600_000),
     webhookAllowedTargets,
     startupTimeoutSeconds,

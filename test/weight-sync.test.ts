@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { S3BlobStore } from '../src/blob-store/s3-blob-store.js';
 import { createS3Client } from '../src/platform/s3-client.js';
@@ -12,6 +12,7 @@ import { Transformer } from '../src/engine/builtin/transformer.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import type { RunningService } from '../src/service.js';
 import { S3Proxy } from './support/s3-proxy.js';
+import { batchProgress, createBatch, fileLines, waitFor, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, startTestService, tempDir } from './support/service.js';
 
 const headers = { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' };
@@ -219,6 +220,52 @@ describe('weight sync', () => {
     const tiny = await until('spool-tiny', (entry) => entry.state === 'failed');
     expect(other.staged.checkpoint).toContain('/seed2/');
     expect(tiny.sync.last_error).toContain('architecture differs');
+  });
+
+  it('names the weights that answered each line of a batch that runs across a reload: in its events, its output lines when asked, its counts and its end', async () => {
+    const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    // Staged before the batch starts; reloaded while it runs.
+    const location = `s3://${bucket()}/checkpoints/seed2/`;
+    expect((await post('upload', { 'spool-tiny': location })).status).toBe(202);
+    await until('spool-tiny', (entry) => entry.state === 'ready' && entry.staged?.checkpoint === location);
+    const total = 300;
+    const lines = Array.from({ length: total }, (_, index) => JSON.stringify({ custom_id: `q-${index}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'spool-tiny', ...question, max_tokens: 48 } }));
+    const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'lines.jsonl'), purpose: 'batch' });
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo', metadata: { spool_served_by: 'true' } });
+    await waitFor(async () => (await batchProgress(client, created.id)) >= 0.1, 'a tenth of the lines answered', 60_000);
+    expect((await post('reload', { 'spool-tiny': location })).status).toBe(202);
+    const reloaded = await until('spool-tiny', (entry) => entry.state === 'ready' && entry.staged === null && entry.serving.checkpoint === location);
+    const syncId = reloaded.sync.id as string;
+    const done = await waitForStatus(client, created.id, ['completed', 'failed', 'expired', 'cancelled'], 120_000);
+    expect(done.status).toBe('completed');
+    expect(done.request_counts).toMatchObject({ total, completed: total });
+
+    // Each output line names its replica and weights (the batch asked for it).
+    const output = await fileLines(client, done.output_file_id);
+    expect(output).toHaveLength(total);
+    const after = output.filter((line) => line.served_by.sync_id === syncId);
+    expect(after.length, 'lines answered after the reload').toBeGreaterThan(0);
+    expect(after.length, 'lines answered before it').toBeLessThan(total);
+    for (const line of after) expect(line.served_by).toEqual({ replica: expect.stringMatching(/^spool-tiny\/[01]$/), checkpoint: location, sync_id: syncId });
+    for (const line of output.filter((entry) => entry.served_by.sync_id !== syncId)) expect(line.served_by.replica).toMatch(/^spool-tiny\/[01]$/);
+
+    // The counts per checkpoint and sync: the lines' own, summing to the batch.
+    const view = (await (await fetch(`${service.url}/v1/batches/${created.id}/served_by`)).json()) as { data: Array<{ object: string; checkpoint: string; sync_id: string | null; lines: number }> };
+    expect(view.data.reduce((sum, entry) => sum + entry.lines, 0)).toBe(total);
+    expect(view.data.find((entry) => entry.sync_id === syncId)).toEqual({ object: 'batch.served_by', checkpoint: location, sync_id: syncId, lines: after.length });
+
+    // The audit trail: every outcome event says it, and the batch's end carries the counts (the batch-events topic publishes it).
+    const events = await service.eventStore.readAll({ maxCount: 100_000 });
+    const outcomes = events.filter((event) => event.type === 'LineCompleted' && (event.data as { batch_id: string }).batch_id === created.id);
+    expect(outcomes).toHaveLength(total);
+    expect(outcomes.filter((event) => (event.data as { served_by: { sync_id?: string } }).served_by.sync_id === syncId)).toHaveLength(after.length);
+    const completed = events.find((event) => event.type === 'BatchCompleted' && (event.data as { batch_id: string }).batch_id === created.id)!;
+    expect((completed.data as { served_by: unknown }).served_by).toEqual(view.data.map(({ object: _object, ...entry }) => entry));
+
+    // A batch that does not ask keeps OpenAI's line shape.
+    const plain = await createBatch(client, { input_file_id: (await client.files.create({ file: await toFile(Buffer.from(`${lines[0]}\n`), 'one.jsonl'), purpose: 'batch' })).id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-demo' });
+    const plainDone = await waitForStatus(client, plain.id, ['completed'], 60_000);
+    expect(Object.keys((await fileLines(client, plainDone.output_file_id))[0]!)).toEqual(['id', 'custom_id', 'response', 'error']);
   });
 
   it('reloads HTTP replicas through their own endpoints: SGLang update_weights_from_disk, vLLM pause, reload_weights, resume', async () => {

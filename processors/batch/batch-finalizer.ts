@@ -5,7 +5,7 @@ import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
 import type { FileRegistry } from '../../src/application/file-registry.js';
 import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
 import type { LineCompletedData, LineFailedData } from '../../src/domain/line-outcome.js';
-import { type OutputKind, outputFileId, outputLine, renderChunk } from '../../src/domain/batch-output.js';
+import { type OutputKind, outputFileId, outputLine, renderChunk, servedByInOutput } from '../../src/domain/batch-output.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { mayBeginFinalizing, readyToFinish } from '../../src/domain/batch.js';
 import type { FileFacts } from '../../src/domain/file.js';
@@ -103,7 +103,7 @@ export class BatchFinalizer {
     }
     await this.deps.batches.run(
       batchId,
-      { type: 'FinishBatch', at: this.deps.clock.nowSeconds(), output_file_id: outputFileId, error_file_id: errorFileId },
+      { type: 'FinishBatch', at: this.deps.clock.nowSeconds(), output_file_id: outputFileId, error_file_id: errorFileId, served_by: this.deps.queries.servedBy(batchId) },
       CORRELATION,
     );
     // The work file has served its purpose; a removal cut short is the debris sweeper's to finish.
@@ -194,7 +194,7 @@ export class BatchFinalizer {
             }
             continue;
           }
-          const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!));
+          const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!), servedByInOutput(batch.metadata));
           copied.lines += newlines(text);
           if (text) yield text;
         }
@@ -206,11 +206,12 @@ export class BatchFinalizer {
     }
     if (!this.deps.scratchDir) throw new Error(`batch ${batch.id} ran a work file, and this finalizer has no scratch directory to put its lines in order`);
     const spill = new InputOrderSpill(this.deps.scratchDir, `${batch.id}.${kind}`);
+    const servedBy = servedByInOutput(batch.metadata);
     try {
       for await (const outcomes of this.chunkOutcomes(batch)) {
         const lines: { line: number; text: string }[] = [];
         for (const outcome of outcomes) {
-          const text = outputLine(batch.id, kind, outcome);
+          const text = outputLine(batch.id, kind, outcome, servedBy);
           if (text) lines.push({ line: outcome.line, text });
         }
         spill.add(lines);

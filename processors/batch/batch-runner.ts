@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { servedByInOutput } from '../../src/domain/batch-output.js';
 import type { BatchLifecycle } from '../../src/application/batch-lifecycle.js';
 import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
 import type { BlobStore } from '../../src/blob-store/blob-store.js';
@@ -123,7 +124,7 @@ export class BatchRunner {
     // removed (many small batches at once spent much of their time so).
     if (chunksOfBatch < 2) return;
     const now = this.deps.queries.get(chunk.batch_id);
-    if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite({ ...chunk, account_id: now.account_id }, run.rendered);
+    if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite({ ...chunk, account_id: now.account_id, served_by: servedByInOutput(now.metadata) }, run.rendered);
   }
 
   /** Chunks running now (for a stop that says what it waits for). */
@@ -162,7 +163,7 @@ export class BatchRunner {
   private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan, renderParts: boolean): Promise<ChunkRun> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return NOTHING_RECORDED;
-    const recorder = await this.outcomes.begin(chunk, { renderParts });
+    const recorder = await this.outcomes.begin(chunk, { renderParts, servedBy: servedByInOutput(batch.metadata) });
     if (recorder.complete) return NOTHING_RECORDED;
 
     const engine = this.deps.engines.engineFor(batch.model);

@@ -21,10 +21,11 @@ export interface BatchLine {
  */
 export function answeredLine(line: BatchLine, response: EngineResponse): LineOutcome {
   const usage = usageOf(response.bodyFields ?? response.body);
+  const servedBy = response.servedBy ? { served_by: response.servedBy } : {};
   if (response.statusCode < 400) {
-    return { type: 'LineCompleted', data: { ...line, request_id: response.requestId, status_code: response.statusCode, body: response.body, usage } };
+    return { type: 'LineCompleted', data: { ...line, request_id: response.requestId, status_code: response.statusCode, ...servedBy, body: response.body, usage } };
   }
-  return { type: 'LineFailed', data: { ...line, request_id: response.requestId, status_code: response.statusCode, body: response.body, error: null, usage } };
+  return { type: 'LineFailed', data: { ...line, request_id: response.requestId, status_code: response.statusCode, ...servedBy, body: response.body, error: null, usage } };
 }
 
 /** The outcome of a line that got no answer (not sent, or no engine answered): Spool's code and message. */
@@ -50,9 +51,9 @@ export class ChunkOutcomeRecording {
    * `renderParts`: keep each line's output or error file line as it is recorded, for the chunk's
    * parts (see renderedParts()).
    */
-  async begin(chunk: ChunkRow, options: { renderParts?: boolean } = {}): Promise<ChunkOutcomeRecorder> {
+  async begin(chunk: ChunkRow, options: { renderParts?: boolean; servedBy?: boolean } = {}): Promise<ChunkOutcomeRecorder> {
     const settled = await this.log.settledLines(chunk.batch_id, chunk.chunk);
-    return new ChunkOutcomeRecorder(this.log, chunk, settled, this.flushes, this.correlationId, options.renderParts === true && settled.size === 0);
+    return new ChunkOutcomeRecorder(this.log, chunk, settled, this.flushes, this.correlationId, options.renderParts === true && settled.size === 0, options.servedBy === true);
   }
 }
 
@@ -83,6 +84,8 @@ export class ChunkOutcomeRecorder {
     private readonly clock: FlushClock,
     private readonly correlationId: string,
     renderParts = false,
+    /** Its batch asks for `served_by` in its output lines. */
+    private readonly servedBy = false,
   ) {
     if (renderParts) this.rendered = [];
   }
@@ -106,7 +109,7 @@ export class ChunkOutcomeRecorder {
     this.added = true;
     if (this.rendered) {
       const failed = outcome.type === 'LineFailed';
-      this.rendered[outcome.data.line - this.chunk.first_line] = { failed, text: outputLine(this.chunk.batch_id, failed ? 'error' : 'output', outcome.data)! };
+      this.rendered[outcome.data.line - this.chunk.first_line] = { failed, text: outputLine(this.chunk.batch_id, failed ? 'error' : 'output', outcome.data, this.servedBy)! };
     }
     this.pending.push(outcome);
     if (this.pending.length >= FLUSH_LINES) this.flush();

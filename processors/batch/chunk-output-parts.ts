@@ -20,6 +20,8 @@ export interface PartChunk {
   readonly lines: number;
   /** Its batch's account: the parts go under the account's prefix. */
   readonly account_id?: string | null;
+  /** Its batch's metadata asks for `served_by` in its lines (servedByInOutput). */
+  readonly served_by?: boolean;
 }
 
 /**
@@ -44,7 +46,7 @@ export class ChunkOutputParts {
     if (!parts) {
       const outcomes = await this.outcomesOf(chunk);
       if (!outcomes) return false;
-      parts = { output: renderChunk(chunk.batch_id, 'output', outcomes), error: renderChunk(chunk.batch_id, 'error', outcomes) };
+      parts = { output: renderChunk(chunk.batch_id, 'output', outcomes, chunk.served_by), error: renderChunk(chunk.batch_id, 'error', outcomes, chunk.served_by) };
     }
     // Both, even empty: a missing part then only ever means "render it from the outcomes", also
     // when another finalizer removed the parts between this one's reads of them.

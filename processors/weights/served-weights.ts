@@ -55,7 +55,7 @@ export class ServedWeights {
       const pool = this.deps.fleet.engineFor(row.model);
       const inProcess = pool?.replicas.filter((replica) => replica.weightsInProcess) ?? [];
       if (inProcess.length === 0) continue;
-      for (const replica of inProcess) await replica.reload({ path: row.serving_path, location: row.serving_location ?? row.serving_path });
+      for (const replica of inProcess) await replica.reload({ path: row.serving_path, location: row.serving_location ?? row.serving_path, ...(row.serving_sync_id ? { syncId: row.serving_sync_id } : {}) });
       this.servedPaths.set(row.model, row.serving_path);
     }
   }

@@ -10,6 +10,9 @@ import type { ReplicaPool } from '../../src/engine/replica-pool.js';
 import { deterministicUuid } from '../../src/domain/derived-ids.js';
 import type { WeightSyncRow, WeightsQueries } from '../../projections/weights-projection.js';
 import { backoffDelay } from '../../src/platform/retry.js';
+import { BUILTIN_KIND } from '../../src/engine/engine-kinds.js';
+import type { Replica, StagedWeights } from '../../src/engine/replica.js';
+import { type ReloadProbeSettings, probeReload } from './reload-probe.js';
 import type { ServedWeights } from './served-weights.js';
 
 const CORRELATION = { correlationId: 'weight-syncer' };
@@ -53,6 +56,8 @@ export class WeightSyncer {
       retryDelayMs: number;
       /** Told how long each step took and of each failed attempt (for the metrics). */
       observer?: WeightSyncObserver;
+      /** The request each replica must answer right after its reload (reload-probe.ts). */
+      probe: ReloadProbeSettings;
     },
   ) {}
 
@@ -133,12 +138,26 @@ export class WeightSyncer {
     const syncId = row.sync_id;
     const state = await this.deps.weightSync.state(row.model);
     if (!state.staged) return;
-    const staged = state.staged;
+    const staged = { path: state.staged.path, location: state.staged.location, syncId };
+    // What each replica served before this attempt, to go back to if the new weights fail on one.
+    const reloaded: Array<{ replica: Replica; before: StagedWeights | undefined }> = [];
     try {
-      // Rolling: one replica at a time, so the others serve while it swaps. Requests running on
-      // a replica finish on the old weights.
+      // Rolling: one replica at a time, so the others serve while it swaps. A replica is held out
+      // of the scheduling from its reload until its probe passed: no request but the probe meets
+      // weights that have not been checked. Requests running on it finish on the old weights.
       for (const replica of pool.replicas) {
-        await replica.reload({ path: staged.path, location: staged.location });
+        const before = weightsBefore(replica, row);
+        pool.withhold(replica.id);
+        try {
+          await replica.reload(staged);
+          reloaded.push({ replica, before });
+          const problem = await probeReload(replica, row.model, staged, this.deps.probe);
+          if (problem) throw new ReloadProbeFailed(`${replica.id}: ${problem}`);
+        } catch (error) {
+          await this.rollBack(pool, row, reloaded, error);
+          throw error;
+        }
+        pool.release(replica.id);
         if (replica.weightsInProcess) this.deps.servedWeights.servedHere(row.model, staged.path);
         await this.deps.weightSync.record(row.model, { type: 'RecordReplicaReloaded', syncId, replica: replica.id, at: this.deps.clock.nowSeconds() }, CORRELATION, () => deterministicUuid(`${syncId}/replica/${replica.id}`));
       }
@@ -151,6 +170,47 @@ export class WeightSyncer {
       await this.failAttempt(row, 'reload', error);
     }
   }
+
+  /**
+   * Puts every replica this attempt reloaded back on the weights it served before, and into the
+   * scheduling again. A server whose earlier weights Spool does not know (no sync reloaded it
+   * before) cannot be put back: it stays held out, so that no request meets weights that failed
+   * their probe, until a later sync's reload passes (the log says so).
+   */
+  private async rollBack(pool: ReplicaPool, row: WeightSyncRow, reloaded: ReadonlyArray<{ replica: Replica; before: StagedWeights | undefined }>, cause: unknown): Promise<void> {
+    for (const { replica, before } of reloaded) {
+      if (!before) {
+        this.deps.log.error({ model: row.model, replica: replica.id, err: cause }, 'new weights failed on a replica whose earlier weights are unknown: it stays out of service until a reload passes its probe');
+        continue;
+      }
+      try {
+        await replica.reload(before);
+        if (replica.weightsInProcess) this.deps.servedWeights.servedHere(row.model, before.path);
+        pool.release(replica.id);
+        this.deps.log.warn({ model: row.model, replica: replica.id, restored: before.location, err: cause }, 'new weights failed their probe: the replica is back on its earlier weights');
+      } catch (error) {
+        this.deps.log.error({ model: row.model, replica: replica.id, err: error }, 'could not put a replica back on its earlier weights: it stays out of service until a reload passes its probe');
+      }
+    }
+    // The replica that failed before its reload took (the reload itself threw) never changed.
+    for (const replica of pool.replicas) if (!reloaded.some((entry) => entry.replica === replica) && pool.isWithheld(replica.id)) pool.release(replica.id);
+  }
+}
+
+/** A reloaded replica answered its probe wrongly, or not at all. */
+class ReloadProbeFailed extends Error {
+  override readonly name = 'ReloadProbeFailed';
+}
+
+/**
+ * The weights a replica serves now, as a reload could bring them back: the last sync's (the model's
+ * serving weights) where one reloaded it, else a built-in replica's own checkpoint folder; a
+ * server's first weights are its own, unknown here.
+ */
+function weightsBefore(replica: Replica, row: WeightSyncRow): StagedWeights | undefined {
+  if (row.serving_path) return { path: row.serving_path, location: row.serving_location ?? row.serving_path, ...(row.serving_sync_id ? { syncId: row.serving_sync_id } : {}) };
+  if (replica.kind === BUILTIN_KIND) return { path: replica.servedCheckpoint, location: replica.servedCheckpoint };
+  return undefined;
 }
 
 /**

@@ -4,6 +4,13 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { Decider } from './decider.js';
 import { type Rejection, reject } from './rejection.js';
 
+/** How many of a batch's lines one checkpoint answered, and the weight sync that put it on the replica (null: none). */
+export interface CheckpointLines {
+  readonly checkpoint: string;
+  readonly sync_id: string | null;
+  readonly lines: number;
+}
+
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
@@ -115,7 +122,14 @@ export type BatchCommand =
   | { readonly type: 'StartExpiry'; readonly at: number }
   | { readonly type: 'BeginFinalizing'; readonly at: number }
   | ({ readonly type: 'FlagDeadlineRisk' } & DeadlineRiskEstimate)
-  | { readonly type: 'FinishBatch'; readonly at: number; readonly output_file_id: string | null; readonly error_file_id: string | null }
+  | {
+      readonly type: 'FinishBatch';
+      readonly at: number;
+      readonly output_file_id: string | null;
+      readonly error_file_id: string | null;
+      /** Lines per checkpoint that answered them, for the terminal event (and the batch-events topic). */
+      readonly served_by?: readonly CheckpointLines[];
+    }
   | { readonly type: 'FailBatch'; readonly at: number; readonly errors: readonly BatchError[] };
 
 type Id = { readonly batch_id: string };
@@ -249,7 +263,7 @@ export function decideBatch(command: BatchCommand, state: BatchState): E.Either<
       if (!mayBeginFinalizing(state)) return E.right([]);
       return E.right([{ type: 'BatchFinalizing', data: { batch_id, finalizing_at: command.at } }]);
     case 'FinishBatch': {
-      const files = { output_file_id: command.output_file_id, error_file_id: command.error_file_id };
+      const files = { output_file_id: command.output_file_id, error_file_id: command.error_file_id, ...(command.served_by && command.served_by.length > 0 ? { served_by: command.served_by } : {}) };
       if (state.status === 'finalizing') return E.right([{ type: 'BatchCompleted', data: { batch_id, ...files, completed_at: command.at } }]);
       if (state.status === 'cancelling') return E.right([{ type: 'BatchCancelled', data: { batch_id, ...files, cancelled_at: command.at } }]);
       if (state.stopping === 'expired' && !final) return E.right([{ type: 'BatchExpired', data: { batch_id, ...files, expired_at: command.at } }]);

@@ -17,12 +17,25 @@ export interface Usage {
 
 export const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
+/**
+ * The replica that answered a line and the weights it served then: a checkpoint folder or the
+ * s3:// location it was synced from (a server's base URL until a sync reloads it), and the weight
+ * sync that put them there, if one did.
+ */
+export interface ServedBy {
+  readonly replica: string;
+  readonly checkpoint: string;
+  readonly sync_id?: string;
+}
+
 export interface LineCompletedData {
   readonly batch_id: string;
   readonly line: number;
   readonly custom_id: string;
   readonly request_id: string;
   readonly status_code: number;
+  /** Which replica and weights answered (absent in outcomes recorded before it was kept). */
+  readonly served_by?: ServedBy;
   readonly body: unknown;
   readonly usage: Usage;
 }
@@ -33,6 +46,8 @@ export interface LineFailedData {
   readonly custom_id: string;
   readonly request_id: string | null;
   readonly status_code: number | null;
+  /** Which replica and weights answered; absent where none did. */
+  readonly served_by?: ServedBy;
   readonly body: unknown;
   readonly error: { readonly code: string; readonly message: string } | null;
   readonly usage: Usage;

@@ -1,7 +1,7 @@
 // The engine port: something that answers OpenAI-compatible inference requests. The fleet's
 // replica pools (fleet.ts) implement it, each balancing built-in CPU replicas (builtin/) or
 // OpenAI-compatible HTTP servers (vLLM, SGLang, llama.cpp, OpenAI itself).
-import { type Usage, ZERO_USAGE } from '../domain/line-outcome.js';
+import { type ServedBy, type Usage, ZERO_USAGE } from '../domain/line-outcome.js';
 import type { ServiceClass } from './scheduling/urgency.js';
 
 export interface EngineRequest {
@@ -38,6 +38,8 @@ export interface EngineResponse {
   readonly body: unknown;
   /** With a JsonText body: the fields of it that are read here (the rest is only written out). */
   readonly bodyFields?: { readonly usage: unknown; readonly id: unknown; readonly model: unknown };
+  /** The replica that answered and the weights it served (set by the pool). */
+  readonly servedBy?: ServedBy;
 }
 
 /**

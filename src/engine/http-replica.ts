@@ -47,9 +47,16 @@ export class HttpReplica implements Replica {
     engineIo.start();
   }
 
-  /** A server knows its own weights; Spool names it by its address. */
+  /** Where the weights of the last reload came from; the server's address until one. */
+  private reloaded: StagedWeights | undefined;
+
+  /** A server knows its own weights; Spool names them by where a reload took them from, else by its address. */
   get servedCheckpoint(): string {
-    return this.baseUrl;
+    return this.reloaded?.location ?? this.baseUrl;
+  }
+
+  get servedSyncId(): string | undefined {
+    return this.reloaded?.syncId;
   }
 
   priorityFields(urgency: Urgency, now: number): Record<string, unknown> | undefined {
@@ -69,8 +76,9 @@ export class HttpReplica implements Replica {
     }
   }
 
-  reload(weights: StagedWeights): Promise<void> {
-    return this.reloadWeights(weights.path);
+  async reload(weights: StagedWeights): Promise<void> {
+    await this.reloadWeights(weights.path);
+    this.reloaded = weights;
   }
 
   async send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {

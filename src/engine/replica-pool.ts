@@ -58,6 +58,8 @@ const transient = (response: EngineResponse) => response.statusCode === 429 || r
  * (interactive-yield.ts).
  */
 export class ReplicaPool implements InferenceEngine {
+  /** Replicas held out of the scheduling (withhold). */
+  private readonly withheld = new Set<string>();
   readonly description: string;
   private readonly members: Member[];
   private readonly scheduler = new FleetScheduler<Waiting>();
@@ -228,7 +230,9 @@ export class ReplicaPool implements InferenceEngine {
         outcome = overloaded(response.statusCode) ? 'overloaded' : response.statusCode === 504 ? 'timeout' : transient(response) ? 'failed' : 'answered';
         if (!transient(response)) {
           member.health.answered();
-          return response;
+          const { replica } = member;
+          const syncId = replica.servedSyncId;
+          return { ...response, servedBy: { replica: replica.id, checkpoint: replica.servedCheckpoint, ...(syncId ? { sync_id: syncId } : {}) } };
         }
         member.health.failed(false, Date.now());
         lastResponse = response;
@@ -308,9 +312,31 @@ export class ReplicaPool implements InferenceEngine {
 
   private capacities(): ReplicaCapacity[] {
     const now = Date.now();
-    const anyHealthy = this.members.some((member) => member.health.isUp(now));
-    // With every replica left out, they are all tried again rather than none.
-    return this.members.map((member) => ({ id: member.replica.id, limit: this.limitOf(member) + this.aheadOf(member), ceiling: member.ceiling, available: !anyHealthy || member.health.isUp(now) }));
+    const anyHealthy = this.members.some((member) => !this.withheld.has(member.replica.id) && member.health.isUp(now));
+    // With every replica left out, they are all tried again rather than none; a withheld one never.
+    return this.members.map((member) => ({
+      id: member.replica.id,
+      limit: this.limitOf(member) + this.aheadOf(member),
+      ceiling: member.ceiling,
+      available: !this.withheld.has(member.replica.id) && (!anyHealthy || member.health.isUp(now)),
+    }));
+  }
+
+  /**
+   * Takes a replica out of the scheduling (a reload, until its probe passes): no request is sent
+   * to it from now on; those it runs finish. Requests for the model wait for another replica, or
+   * for its release.
+   */
+  withhold(replicaId: string): void {
+    this.withheld.add(replicaId);
+  }
+
+  release(replicaId: string): void {
+    if (this.withheld.delete(replicaId)) this.dispatch();
+  }
+
+  isWithheld(replicaId: string): boolean {
+    return this.withheld.has(replicaId);
   }
 
   /** The limits of the replicas that take work now (of `capacities`, made now where not given). */

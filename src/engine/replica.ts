@@ -11,6 +11,8 @@ import type { ServiceClass } from './scheduling/urgency.js';
 export interface StagedWeights {
   readonly path: string;
   readonly location: string;
+  /** The weight sync that staged them. */
+  readonly syncId?: string;
 }
 
 /** How urgent a request is, for replicas that schedule by priority. */
@@ -42,8 +44,10 @@ export interface Replica {
   readonly id: string;
   readonly kind: ReplicaKind;
   readonly description: string;
-  /** What it serves: a checkpoint folder or the s3:// location it was synced from; a server's base URL. */
+  /** What it serves: a checkpoint folder or the s3:// location it was synced from; a server's base URL until a sync reloads it. */
   readonly servedCheckpoint: string;
+  /** The weight sync whose reload put its weights there; undefined for the weights it started with. */
+  readonly servedSyncId?: string | undefined;
   /** The served weights' manifest where this process holds them; undefined for a server. */
   readonly servedManifest: CheckpointManifest | undefined;
   /**
@@ -107,9 +111,12 @@ export class BuiltinReplica implements Replica {
     return this.engine.manifest;
   }
 
+  servedSyncId: string | undefined;
+
   async reload(weights: StagedWeights): Promise<void> {
     this.engine.swap(sharedWeights(weights.path));
     this.served = weights.location;
+    this.servedSyncId = weights.syncId;
   }
 
   send(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {

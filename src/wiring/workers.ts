@@ -196,6 +196,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       },
       retryDelayMs: config.weightSyncRetryMs,
       observer: weightSyncObserver(metrics),
+      probe: config.weightSyncProbe,
     });
     lifecycle.opened('the weight syncer', () => weightSyncer.stop());
     return { concurrency: 2, handle: (message) => (message.kind === 'sync-weights' ? weightSyncer.step(message.model) : Promise.resolve()) };

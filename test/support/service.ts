@@ -7,6 +7,7 @@ import { inject } from 'vitest';
 import type { Clock } from '../../src/platform/clock.js';
 import { loadConfig } from '../../src/config.js';
 import type { UploadLimits } from '../../src/domain/file.js';
+import type { Fleet } from '../../src/engine/fleet.js';
 import { type RunningService, startService } from '../../src/service.js';
 
 export const TEST_API_KEY = 'test-api-key-0123456789';
@@ -45,6 +46,8 @@ export interface TestServiceOptions {
   env?: Record<string, string>;
   /** Where the service logs; default: nowhere unless TEST_LOG_LEVEL is set. */
   logger?: Logger;
+  /** A fleet made by the test (replicas that misbehave on purpose) instead of the configured one. */
+  fleet?: Fleet;
 }
 
 /** A service running every role in one process: it has every part. */
@@ -67,6 +70,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.limits ? { limits: options.limits } : {}),
+    ...(options.fleet ? { fleet: options.fleet } : {}),
   });
   await waitUntilReady(service.url);
   const { readModels, projector, fleet, sweeper } = service;

@@ -97,6 +97,17 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     async (request) => findBatch(request.principal, (request.params as { batch_id: string }).batch_id),
   );
 
+  app.get(
+    '/v1/batches/:batch_id/served_by',
+    { schema: { summary: 'Lines of a batch per checkpoint that answered them', tags: ['batches'], params, response: { 200: httpSchema('BatchServedBy') } } },
+    async (request) => {
+      const batchId = (request.params as { batch_id: string }).batch_id;
+      const row = deps.owned.batch(request.principal, batchId);
+      if (!row) throw notFound(`No such batch: ${batchId}`, 'batch_id');
+      return { object: 'list' as const, batch_id: row.id, data: deps.owned.batchServedBy(row).map((entry) => ({ object: 'batch.served_by' as const, ...entry })) };
+    },
+  );
+
   app.post(
     '/v1/batches/:batch_id/cancel',
     { schema: { summary: 'Cancel a batch', tags: ['batches'], params, response: batchResponse } },
