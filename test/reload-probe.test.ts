@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { createReadStream, readdirSync } from 'node:fs';
+import { createReadStream, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -13,6 +13,7 @@ import { BuiltinReplica, type StagedWeights, sharedWeights } from '../src/engine
 import { ReplicaPool } from '../src/engine/replica-pool.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { createS3Client } from '../src/platform/s3-client.js';
+import { FakeEngine } from './support/fake-engine.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';
 
 // Real engines have known reload failures: an answer gone wrong (gibberish after a sleep/wake
@@ -144,4 +145,73 @@ describe('a reload that is checked, and undone when bad', () => {
       });
     });
   }
+
+  describe("on a vLLM server (a stand-in: no GPU here), whose earlier weights are the last sync's", () => {
+    let engine: FakeEngine;
+    let service: WholeService;
+    const headers = { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' };
+    const status = async () => ((await (await fetch(`${service.url}/mgmt/v1/weights/status`, { headers })).json()) as { models: Record<string, any> }).models.remote;
+    const until = async (accept: (entry: any) => boolean) => {
+      for (const deadline = Date.now() + 60_000; ; ) {
+        const entry = await status();
+        if (accept(entry)) return entry;
+        if (Date.now() > deadline) throw new Error(`never got there: ${JSON.stringify(entry)}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const sync = async (checkpoint: string, end: (entry: any) => boolean) => {
+      const post = (step: string) => fetch(`${service.url}/mgmt/v1/weights/${step}`, { method: 'POST', headers, body: JSON.stringify({ weights: { remote: checkpoint } }) });
+      expect((await post('upload')).status).toBe(202);
+      const staged = await until((entry) => entry.state === 'ready' && entry.staged?.checkpoint === checkpoint);
+      expect((await post('reload')).status).toBe(202);
+      return { path: staged.staged.path as string, end: await until(end) };
+    };
+    const ask = () => fetch(`${service.url}/compat/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ model: 'remote', messages: [{ role: 'user', content: 'hello' }] }) });
+
+    beforeAll(async () => {
+      engine = new FakeEngine();
+      await engine.start();
+      const fleetFile = join(tempDir('fleet'), 'fleet.json');
+      writeFileSync(fleetFile, JSON.stringify({ models: { remote: { replicas: [{ kind: 'vllm', base_url: engine.url }] } } }));
+      service = await startTestService({
+        env: { FLEET_FILE: fleetFile, AWS_ENDPOINT_URL_S3: inject('s3Endpoint'), AWS_REGION: 'us-east-1', S3_FORCE_PATH_STYLE: 'true', WEIGHT_SYNC_RETRY_MS: '20', WEIGHT_SYNC_PROBE_TIMEOUT_SECONDS: '1' },
+      });
+    });
+    afterAll(async () => {
+      await service?.close();
+      await engine?.stop();
+    });
+
+    for (const [fault, reason] of [
+      ['paused', /remote\/0: the probe was answered 503/],
+      ['garbled', /remote\/0: the probe was not answered with a chat completion/],
+      ['hangs', /remote\/0: the probe had no answer within 1 s/],
+    ] as const) {
+      it(`catches an engine that ${fault === 'hangs' ? 'hangs' : `is left ${fault}`} after its reload, reloads the earlier weights, and no request meets it`, async () => {
+        // A good sync first: its weights are what a failed one goes back to.
+        const good = await sync(location, (entry) => entry.state === 'ready' && entry.staged === null && entry.serving.checkpoint === location);
+        engine.reloadFault = { fault, goodWeights: good.path };
+        let asking = true;
+        const statuses: number[] = [];
+        const users = Promise.all(
+          Array.from({ length: 2 }, async () => {
+            while (asking) statuses.push((await ask()).status);
+          }),
+        );
+        const failed = await sync(location, (entry) => entry.state === 'failed');
+        asking = false;
+        await users;
+        engine.reloadFault = undefined;
+        expect(failed.end.sync.last_error).toMatch(reason);
+        // vLLM was put back on the earlier weights after each failed probe.
+        const reloads = engine.adminCalls.filter((call) => call.path === '/collective_rpc').map((call) => JSON.parse(call.body).kwargs.weights_path as string);
+        expect(reloads.at(-1)).toBe(good.path);
+        expect(reloads.filter((path) => path === failed.path).length).toBeGreaterThanOrEqual(1);
+        // Users waited while it was out; none was answered by the broken engine.
+        expect(statuses.length).toBeGreaterThan(0);
+        expect(new Set(statuses)).toEqual(new Set([200]));
+        expect((await ask()).status).toBe(200);
+      });
+    }
+  });
 });

@@ -25,6 +25,13 @@ export class FakeEngine {
   maxInFlight = 0;
   /** Added to every answer. */
   latencyMs = 0;
+  /**
+   * A reload failure to play (a real engine's known ones): after a weight reload to any folder but
+   * `goodWeights`, inference answers 503 (left paused), a body that is no completion (garbled), or
+   * nothing (hangs), until a reload to `goodWeights` puts it right.
+   */
+  reloadFault: { fault: 'paused' | 'garbled' | 'hangs'; goodWeights: string } | undefined;
+  private broken: 'paused' | 'garbled' | 'hangs' | undefined;
   url = '';
 
   /** Listens on `host` (loopback by default) and a free port. */
@@ -59,7 +66,10 @@ export class FakeEngine {
     }
     if (!path.startsWith('/v1/')) {
       // The weight-reload endpoints of SGLang and vLLM, answered as they answer them.
-      this.adminCalls.push({ path: request.url ?? '', body: Buffer.concat(chunks).toString() });
+      const adminBody = Buffer.concat(chunks).toString();
+      this.adminCalls.push({ path: request.url ?? '', body: adminBody });
+      const weights = /"(?:model_path|weights_path)":"([^"]+)"/.exec(adminBody)?.[1];
+      if (weights && this.reloadFault) this.broken = weights === this.reloadFault.goodWeights ? undefined : this.reloadFault.fault;
       response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ success: true, message: 'ok' }));
       return;
     }
@@ -69,6 +79,18 @@ export class FakeEngine {
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     try {
+      if (this.broken === 'paused') {
+        response.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'the engine is paused', type: 'server_error', param: null, code: null } }));
+        return;
+      }
+      if (this.broken === 'garbled') {
+        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: '\u0000\u0007 ###' }));
+        return;
+      }
+      if (this.broken === 'hangs') {
+        await new Promise<void>((resolve) => request.socket.once('close', () => resolve()));
+        return;
+      }
       const body = JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown>;
       const text = textOf(body);
       this.texts.push(text);
