@@ -122,7 +122,8 @@ export class ReplicaPool implements InferenceEngine {
     const waiting = queued.interactive + queued.batch + queued.background;
     return this.members.map((member) => {
       const counts = this.scheduler.inFlight(member.replica.id);
-      return { id: member.replica.id, inFlight: counts.interactive + counts.batch + counts.background, waiting, limit: this.limitOf(member), healthy: member.health.isUp(now) };
+      // A replica withheld (a reload not yet checked, or one undone that could not be) serves nobody.
+      return { id: member.replica.id, inFlight: counts.interactive + counts.batch + counts.background, waiting, limit: this.limitOf(member), healthy: member.health.isUp(now) && !this.withheld.has(member.replica.id) };
     });
   }
 

@@ -6,6 +6,8 @@ import { PROCESSOR_KINDS, type ProcessorKind } from '../messages/topics.js';
 import { replay } from './replay-command.js';
 import { ALL_ROLES, type Role, startService } from '../service.js';
 import { ExitCode, StartupFailure, oneLine } from './startup-failure.js';
+import { CLIENT_GROUPS, ClientUsageError, clientUsage, runClientCommand } from '../client/client-commands.js';
+import { SERVICE_VERSION } from '../http/app.js';
 
 const USAGE = `usage: spool <command>
 
@@ -22,7 +24,12 @@ commands:
   checkpoint create --out DIR [--seed N] [--layers N] [--hidden N] [--dtype f32|bf16] [--quantize int8] [--shards N]
            write a built-in model checkpoint (config.json + safetensors) generated from a seed
 
-Configuration comes from the environment; see README.md.`;
+a client of a running Spool (--base-url or SPOOL_BASE_URL, default http://127.0.0.1:8080):
+CLIENT_USAGE
+
+  --version  the version;  spool <command> --help  a command's own help
+
+The service's configuration comes from the environment; see README.md.`;
 
 /** How often a stop under way says what it still waits for. */
 const STOP_PROGRESS_MS = 2000;
@@ -137,10 +144,28 @@ function checkpoint(argv: string[]): void {
 
 class UsageError extends Error {}
 
+const usage = () => USAGE.replace('CLIENT_USAGE', clientUsage());
+
 async function main(argv: string[]): Promise<void> {
-  const [command = 'serve'] = argv;
+  const [command] = argv;
+  if (command !== undefined && CLIENT_GROUPS.has(command)) {
+    process.exitCode = await runClientCommand(argv);
+    return;
+  }
   switch (command) {
+    case undefined:
+      process.stderr.write(`${usage()}\n`);
+      process.exitCode = ExitCode.usage;
+      return;
+    case '--version':
+    case 'version':
+      process.stdout.write(`spool ${SERVICE_VERSION}\n`);
+      return;
     case 'serve':
+      if (argv.includes('--help') || argv.includes('-h')) {
+        process.stdout.write('usage: spool serve [--all]\n\nRun the HTTP API (with the relay and every processor on the embedded message log; on Kafka with --all). Configured from the environment: README.md.\n');
+        return;
+      }
       return run(serveRoles(argv.slice(1)));
     case 'processor':
       return run(processorRoles(argv.slice(1)));
@@ -154,11 +179,11 @@ async function main(argv: string[]): Promise<void> {
     case 'help':
     case '--help':
     case '-h':
-      process.stdout.write(`${USAGE}\n`);
+      process.stdout.write(`${usage()}\n`);
       return;
     default:
-      process.stderr.write(`spool: unknown command ${JSON.stringify(command)}\n\n${USAGE}\n`);
-      process.exitCode = 2;
+      process.stderr.write(`spool: unknown command ${JSON.stringify(command)}\n\n${usage()}\n`);
+      process.exitCode = ExitCode.usage;
   }
 }
 
@@ -166,8 +191,12 @@ async function main(argv: string[]): Promise<void> {
 // for the unforeseen, and only when asked for (LOG_LEVEL=debug or trace).
 main(process.argv.slice(2)).catch((error: unknown) => {
   const code = (error as { code?: unknown } | undefined)?.code;
+  if (error instanceof ClientUsageError) {
+    process.stderr.write(`spool: ${error.message}\n${error.usage ? `\n${error.usage}\n` : ''}`);
+    process.exit(ExitCode.usage);
+  }
   if (error instanceof UsageError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) {
-    process.stderr.write(`spool: ${(error as Error).message}\n\n${USAGE}\n`);
+    process.stderr.write(`spool: ${(error as Error).message}\n\n${usage()}\n`);
     process.exit(ExitCode.usage);
   }
   if (error instanceof ConfigError) {
