@@ -43,10 +43,7 @@ async function run(roles: readonly Role[] | undefined): Promise<void> {
   process.once('SIGINT', exitAtOnce);
   process.once('SIGTERM', exitAtOnce);
   const service = await startService({ config, ...(roles ? { roles } : {}) });
-  process.off('SIGINT', exitAtOnce);
-  process.off('SIGTERM', exitAtOnce);
   const log = service.app.log;
-  log.info({ url: service.url, roles: service.roles }, 'spool is serving');
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -76,8 +73,14 @@ async function run(roles: readonly Role[] | undefined): Promise<void> {
       },
     );
   };
+  // The stop handlers are in place before the start's are taken off: a signal between the two
+  // would find none, and kill the process the default way, with no clean stop.
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  process.off('SIGINT', exitAtOnce);
+  process.off('SIGTERM', exitAtOnce);
+  // Said only now: whoever waits for this line may stop the service at once.
+  log.info({ url: service.url, roles: service.roles }, 'spool is serving');
 }
 
 function serveRoles(argv: string[]): readonly Role[] | undefined {
