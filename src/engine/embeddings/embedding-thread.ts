@@ -14,6 +14,14 @@ interface ThreadSettings {
 }
 
 const settings = workerData as ThreadSettings;
+/** all-MiniLM-L6-v2's vectors. */
+const DIMENSIONS = 384;
+/**
+ * Inputs of a run given to one session run, shortest first (see below). On 2 cores a session run
+ * of 16 costs about what one of 64 does per input, and parts of a sorted run pad less (the
+ * benchmark's rounds spread too widely to show by how much: bench/FINDINGS.md, real models).
+ */
+const PART_ROWS = 16;
 const port = parentPort!;
 
 try {
@@ -25,28 +33,40 @@ try {
   });
   const withTypes = session.inputNames.includes('token_type_ids');
 
+  /**
+   * One session run over `rows` (indexes into `all`), each padded to the longest of them; their
+   * pooled vectors written at their own places in `into`.
+   */
+  const runPart = async (all: number[][], rows: number[], into: Float32Array, width: number) => {
+    const batch = rows.length;
+    const length = Math.max(...rows.map((row) => all[row]!.length));
+    const ids = new BigInt64Array(batch * length);
+    const mask = new BigInt64Array(batch * length);
+    for (let at = 0; at < batch; at++) {
+      const tokens = all[rows[at]!]!;
+      for (let column = 0; column < tokens.length; column++) {
+        ids[at * length + column] = BigInt(tokens[column]!);
+        mask[at * length + column] = 1n;
+      }
+    }
+    const shape = [batch, length];
+    const feeds: Record<string, InstanceType<typeof ort.Tensor>> = { input_ids: new ort.Tensor('int64', ids, shape), attention_mask: new ort.Tensor('int64', mask, shape) };
+    if (withTypes) feeds.token_type_ids = new ort.Tensor('int64', new BigInt64Array(batch * length), shape);
+    const output = (await session.run(feeds))[session.outputNames[0]!]!;
+    const hidden = output.data as Float32Array;
+    if (output.dims[2] !== width) throw new Error(`the model answered ${output.dims[2]} dimensions, not ${width}`);
+    for (let at = 0; at < batch; at++) meanPooledUnit(hidden, at, all[rows[at]!]!.length, length, width, into, rows[at]!);
+  };
+
   port.on('message', async (message: { id: number; rows: number[][]; formats: Array<'float' | 'base64' | null> }) => {
     try {
       const { rows } = message;
-      const batch = rows.length;
-      const length = Math.max(...rows.map((row) => row.length));
-      const ids = new BigInt64Array(batch * length);
-      const mask = new BigInt64Array(batch * length);
-      for (let row = 0; row < batch; row++) {
-        const tokens = rows[row]!;
-        for (let column = 0; column < tokens.length; column++) {
-          ids[row * length + column] = BigInt(tokens[column]!);
-          mask[row * length + column] = 1n;
-        }
-      }
-      const shape = [batch, length];
-      const feeds: Record<string, InstanceType<typeof ort.Tensor>> = { input_ids: new ort.Tensor('int64', ids, shape), attention_mask: new ort.Tensor('int64', mask, shape) };
-      if (withTypes) feeds.token_type_ids = new ort.Tensor('int64', new BigInt64Array(batch * length), shape);
-      const output = (await session.run(feeds))[session.outputNames[0]!]!;
-      const hidden = output.data as Float32Array;
-      const width = output.dims[2]!;
-      const vectors = new Float32Array(batch * width);
-      for (let row = 0; row < batch; row++) meanPooledUnit(hidden, vectors, row, rows[row]!.length, length, width);
+      const width = DIMENSIONS;
+      const vectors = new Float32Array(rows.length * width);
+      // Shortest first, in parts of PART_ROWS: each part is padded only to its own longest input,
+      // not the whole run to the longest of all (a corpus's sentences vary several times in length).
+      const order = rows.map((_, index) => index).sort((a, b) => rows[a]!.length - rows[b]!.length);
+      for (let at = 0; at < order.length; at += PART_ROWS) await runPart(rows, order.slice(at, at + PART_ROWS), vectors, width);
       // Written here rather than on the main loop: 384 numbers a line, each turned into its shortest
       // text (a float32 widened to a double, as JSON.stringify of the floats would write it).
       const texts = message.formats.map((format, row) => {
@@ -64,9 +84,9 @@ try {
   port.postMessage({ error: error instanceof Error ? error.message : String(error) });
 }
 
-/** The mean of a row's token states over its real tokens (padding is at the end), scaled to length 1, into `into`. */
-function meanPooledUnit(hidden: Float32Array, into: Float32Array, row: number, tokens: number, length: number, width: number): void {
-  const at = row * width;
+/** The mean of a row's token states over its real tokens (padding is at the end), scaled to length 1, into `into` at row `place`. */
+function meanPooledUnit(hidden: Float32Array, row: number, tokens: number, length: number, width: number, into: Float32Array, place: number): void {
+  const at = place * width;
   for (let token = 0; token < tokens; token++) {
     const offset = (row * length + token) * width;
     for (let index = 0; index < width; index++) into[at + index]! += hidden[offset + index]!;
