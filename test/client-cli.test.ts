@@ -116,6 +116,33 @@ describe('spool, the client', () => {
     expect(frames.at(-1)).toMatch(/completed 150\/150 lines/);
   });
 
+  it('asks on Ctrl-C under a terminal whether to cancel, and cancels on yes', async () => {
+    const input = join(dir, 'ask.jsonl');
+    writeFileSync(input, chatLines(300, 64));
+    // exec: the command in place of script's shell, which would otherwise take the SIGINT too and
+    // die of it (an interactive shell waits for its foreground job instead).
+    const command = `exec ${[process.execPath, cli, 'batch', 'run', input, '--job', 'job-demo', '--out', join(dir, 'ask')].map((part) => `'${part}'`).join(' ')}`;
+    // The keys go through `script`'s terminal: Ctrl-C there is SIGINT to the command, as in a shell.
+    const child = spawn('script', ['-qefc', command, '/dev/null'], { env: { PATH: process.env.PATH ?? '', SPOOL_BASE_URL: service.url, TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let screen = '';
+    child.stdout.on('data', (chunk: Buffer) => (screen += chunk.toString()));
+    const code = new Promise<number | null>((resolve) => child.on('close', resolve));
+    const until = async (pattern: RegExp) => {
+      for (let i = 0; i < 400 && !pattern.test(screen); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+      expect(screen).toMatch(pattern);
+    };
+    await until(/in_progress \d+\/300 lines/);
+    child.stdin.write('\u0003');
+    await until(/Cancel (batch_\S+)\? \[y\/N\] /);
+    const batchId = /Cancel (batch_\S+)\?/.exec(screen)![1]!;
+    child.stdin.write('y\r');
+    expect(await code, screen).toBe(5);
+    expect(screen).toContain(`cancelling ${batchId}`);
+    expect(screen).toContain(`${batchId} cancelled`);
+    const status = JSON.parse((await spool(['batch', 'get', batchId, '--json'], base)).stdout) as { status: string };
+    expect(status.status).toBe('cancelled');
+  });
+
   it('exits with the documented code of a batch cancelled under it, and leaves a batch running on Ctrl-C without a terminal', async () => {
     const input = join(dir, 'slow.jsonl');
     writeFileSync(input, chatLines(300, 64));
