@@ -1,5 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
+import { type AddressInfo, connect } from 'node:net';
+import { type Server, createServer } from 'node:http';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -109,3 +112,75 @@ describe('/compat/v1 streams from an HTTP replica as the engine generates', () =
     await expect.poll(() => service.fleet.engineFor('m')!.state()[0]!.inFlight, { timeout: 2000 }).toBe(0);
   });
 });
+
+describe('/compat/v1 streaming with a client that stops reading', () => {
+  // An engine that streams as fast as its socket takes it: 128 MiB of text in 16 KiB pieces,
+  // counting what it has written (a stand-in: any OpenAI-compatible server streams so).
+  const PIECE = 'a'.repeat(16 * 1024);
+  const PIECES = 8192;
+  let written = 0;
+  let finished = false;
+  let engine: Server;
+  let service: WholeService;
+
+  beforeAll(async () => {
+    engine = createServer(async (request, response) => {
+      for await (const _ of request) void _;
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      const chunk = (delta: object, finish: string | null) => `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      for (let index = 0; index < PIECES && !response.destroyed; index++) {
+        const text = chunk({ content: PIECE }, null);
+        written += text.length;
+        if (!response.write(text)) await new Promise((resolve) => response.once('drain', resolve).once('close', resolve));
+      }
+      response.write(chunk({}, 'stop'));
+      response.end('data: [DONE]\n\n');
+      finished = true;
+    });
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve));
+    const dir = tempDir('spool-pressure');
+    const fleetFile = join(dir, 'fleet.json');
+    writeFileSync(fleetFile, JSON.stringify({ models: { m: { replicas: [{ kind: 'openai', base_url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}/v1` }] } } }));
+    service = await startTestService({ env: { FLEET_FILE: fleetFile } });
+  });
+  afterAll(async () => {
+    await service?.close();
+    engine?.closeAllConnections();
+    await new Promise((resolve) => engine?.close(resolve));
+  });
+
+  it('stops reading the engine while the client does not read, and relays it all once the client reads again', async () => {
+    const { port } = new URL(service.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    await once(socket, 'connect');
+    const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'a lot' }], stream: true });
+    socket.write(`POST /compat/v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${TEST_API_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    await once(socket, 'data');
+    // The client stops reading. The engine may fill the sockets' buffers on the way, no more.
+    socket.pause();
+    let stalled = -1;
+    for (let i = 0; i < 100; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      if (written === stalled) break;
+      stalled = written;
+    }
+    expect(written, 'the engine stalled').toBe(stalled);
+    expect(written).toBeLessThan(40 * 2 ** 20);
+    expect(finished).toBe(false);
+
+    // Reading again, the client gets every piece, then the end.
+    let received = 0;
+    let tail = '';
+    socket.on('data', (data: Buffer) => {
+      received += data.length;
+      tail = (tail + data.toString('latin1')).slice(-64);
+    });
+    socket.resume();
+    for (let i = 0; i < 600 && !tail.includes('data: [DONE]'); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.destroy();
+    expect(finished).toBe(true);
+    expect(tail).toContain('data: [DONE]');
+    expect(received).toBeGreaterThan(PIECES * PIECE.length);
+  }, 60_000);
+});
+
