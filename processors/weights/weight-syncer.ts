@@ -17,6 +17,9 @@ import type { ServedWeights } from './served-weights.js';
 
 const CORRELATION = { correlationId: 'weight-syncer' };
 
+/** The longest a replica's running requests are waited for before its reload. */
+const DRAIN_MS = 60_000;
+
 /**
  * The checkpoint processor: takes a requested weight sync to the fleet serving the new weights.
  * Validates the checkpoint from its headers, stages it, and reloads it replica by replica,
@@ -149,6 +152,10 @@ export class WeightSyncer {
         const before = weightsBefore(replica, row);
         pool.withhold(replica.id);
         try {
+          // What it runs finishes first (a server's held-ahead batch lines too): nothing sent before
+          // the reload is answered by weights not yet checked. A built-in replica would finish it on
+          // the old weights anyway; vLLM's pause waits likewise, SGLang's reload does not.
+          if (!(await pool.drained(replica.id, DRAIN_MS))) this.deps.log.warn({ model: row.model, replica: replica.id, seconds: DRAIN_MS / 1000 }, 'requests still running on a replica about to reload');
           await replica.reload(staged);
           reloaded.push({ replica, before });
           const problem = await probeReload(replica, row.model, staged, this.deps.probe);

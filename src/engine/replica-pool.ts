@@ -332,6 +332,19 @@ export class ReplicaPool implements InferenceEngine {
     this.withheld.add(replicaId);
   }
 
+  /**
+   * Resolves true once the replica has no request in flight (those it holds ahead included), false
+   * if some are still there after `maxMs`. A withheld replica gets nothing new, so this ends.
+   */
+  async drained(replicaId: string, maxMs: number): Promise<boolean> {
+    for (const deadline = Date.now() + maxMs; ; ) {
+      const counts = this.scheduler.inFlight(replicaId);
+      if (counts.interactive + counts.batch + counts.background === 0) return true;
+      if (Date.now() >= deadline) return false;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
   release(replicaId: string): void {
     if (this.withheld.delete(replicaId)) this.dispatch();
   }
