@@ -104,9 +104,13 @@ export class SentenceEmbedder {
     thread.unref();
     await new Promise<void>((resolve, reject) => {
       const early = (code: number) => reject(new Error(`the embedding model's thread stopped while loading (exit ${code})`));
+      // An error thrown in the thread before it answers: a rejection here, never an unhandled 'error'.
+      const failed = (error: Error) => reject(new Error(`the embedding model could not be loaded: ${error.message}`));
       thread.once('exit', early);
+      thread.once('error', failed);
       thread.once('message', (message: FromThread) => {
         thread.off('exit', early);
+        thread.off('error', failed);
         if ('ready' in message) resolve();
         else {
           void thread.terminate();
