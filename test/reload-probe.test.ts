@@ -55,6 +55,22 @@ class MisbehavingReplica extends BuiltinReplica {
   }
 }
 
+const headers = { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' };
+
+/** A model's weight-sync status on the service at `url()`, and a wait until it is as `accept` wants (60 s at most). */
+function weightSyncOf(url: () => string, model: string) {
+  const status = async () => ((await (await fetch(`${url()}/mgmt/v1/weights/status`, { headers })).json()) as { models: Record<string, any> }).models[model];
+  const until = async (accept: (entry: any) => boolean) => {
+    for (const deadline = Date.now() + 60_000; ; ) {
+      const entry = await status();
+      if (accept(entry)) return entry;
+      if (Date.now() > deadline) throw new Error(`never got there: ${JSON.stringify(entry)}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+  return { until };
+}
+
 describe('a reload that is checked, and undone when bad', () => {
   let location: string;
   let own: string;
@@ -86,16 +102,7 @@ describe('a reload that is checked, and undone when bad', () => {
     describe(`a replica that ${fault} after its reload`, () => {
       let service: WholeService;
       let compat: OpenAI;
-      const headers = { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' };
-      const status = async () => ((await (await fetch(`${service.url}/mgmt/v1/weights/status`, { headers })).json()) as { models: Record<string, any> }).models['spool-tiny'];
-      const until = async (accept: (entry: any) => boolean) => {
-        for (const deadline = Date.now() + 60_000; ; ) {
-          const entry = await status();
-          if (accept(entry)) return entry;
-          if (Date.now() > deadline) throw new Error(`never got there: ${JSON.stringify(entry)}`);
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-      };
+      const { until } = weightSyncOf(() => service.url, 'spool-tiny');
       const answer = async () => (await compat.chat.completions.create(question)).choices[0]!.message.content;
 
       beforeAll(async () => {
@@ -149,16 +156,7 @@ describe('a reload that is checked, and undone when bad', () => {
   describe("on a vLLM server (a stand-in: no GPU here), whose earlier weights are the last sync's", () => {
     let engine: FakeEngine;
     let service: WholeService;
-    const headers = { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' };
-    const status = async () => ((await (await fetch(`${service.url}/mgmt/v1/weights/status`, { headers })).json()) as { models: Record<string, any> }).models.remote;
-    const until = async (accept: (entry: any) => boolean) => {
-      for (const deadline = Date.now() + 60_000; ; ) {
-        const entry = await status();
-        if (accept(entry)) return entry;
-        if (Date.now() > deadline) throw new Error(`never got there: ${JSON.stringify(entry)}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    };
+    const { until } = weightSyncOf(() => service.url, 'remote');
     const sync = async (checkpoint: string, end: (entry: any) => boolean) => {
       const post = (step: string) => fetch(`${service.url}/mgmt/v1/weights/${step}`, { method: 'POST', headers, body: JSON.stringify({ weights: { remote: checkpoint } }) });
       expect((await post('upload')).status).toBe(202);
