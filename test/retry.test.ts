@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { backoffDelay, retryUntil } from '../src/platform/retry.js';
 
 describe('backoff', () => {
@@ -48,5 +48,26 @@ describe('retryUntil', () => {
     expect(tries).toBe(1);
     expect(waits[0]).toBeLessThanOrEqual(50);
     expect(Date.now() - startedAt).toBeLessThan(5_000);
+  });
+
+  it('ends once a wait reached its deadline, even when the clock read after that wait is a millisecond short of it', async () => {
+    // A timer may fire a millisecond before its time; a clock that stands just short of the
+    // deadline plays that moment for ever.
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now);
+    try {
+      let tries = 0;
+      const reached = await retryUntil(
+        async () => {
+          tries++;
+          throw new Error('away');
+        },
+        { backoff: { firstMs: 10_000 }, deadline: now + 2 },
+      );
+      expect(reached).toBe(false);
+      expect(tries).toBe(1);
+    } finally {
+      clock.mockRestore();
+    }
   });
 });

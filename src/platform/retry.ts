@@ -40,9 +40,13 @@ export async function retryUntil(attempt: () => Promise<unknown>, options: Retry
       return true;
     } catch (error) {
       const delay = backoffDelay(backoff, attempts);
-      const retryInMs = deadline === undefined ? delay : Math.min(delay, Math.max(0, deadline - Date.now()));
+      const remainingMs = deadline === undefined ? Number.POSITIVE_INFINITY : Math.max(0, deadline - Date.now());
+      const retryInMs = Math.min(delay, remainingMs);
       onFailure?.(error, { attempt: attempts, retryInMs });
       await new Promise((resolve) => setTimeout(resolve, retryInMs));
+      // A wait cut short by the deadline ends the loop: a timer may fire a millisecond early, and
+      // the clock read after it must not decide whether one more attempt starts.
+      if (delay >= remainingMs) return false;
     }
   }
 }
