@@ -78,8 +78,11 @@ export class HistoryQueries {
     return this.db.prepare('SELECT 1 FROM history WHERE subject = ? LIMIT 1').get(subject) !== undefined;
   }
 
-  /** undefined: the subject has no history, or `after` is not one of its events. */
-  async page(subject: string, limit: number, after?: string): Promise<HistoryPage | undefined> {
+  /**
+   * undefined: the subject has no history, or `after` is not one of its events. `withoutLines`
+   * leaves a batch's line outcomes out (its own events alone: a timeline).
+   */
+  async page(subject: string, limit: number, after?: string, withoutLines = false): Promise<HistoryPage | undefined> {
     let fromSeq = 0;
     if (after !== undefined) {
       const cursor = this.db.prepare<[string, string], { seq: number }>('SELECT seq FROM history WHERE subject = ? AND event_id = ?').get(subject, after);
@@ -89,7 +92,9 @@ export class HistoryQueries {
       return undefined;
     }
     const rows = this.db
-      .prepare<[string, number, number], HistoryRow>('SELECT seq, event_id, stream, revision FROM history WHERE subject = ? AND seq > ? ORDER BY seq LIMIT ?')
+      .prepare<[string, number, number], HistoryRow>(
+        `SELECT seq, event_id, stream, revision FROM history WHERE subject = ? AND seq > ?${withoutLines ? " AND stream NOT LIKE 'batchlines-%'" : ''} ORDER BY seq LIMIT ?`,
+      )
       .all(subject, fromSeq, limit + 1);
     const hasMore = rows.length > limit;
     const wanted = rows.slice(0, limit);

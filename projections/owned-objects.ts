@@ -50,8 +50,8 @@ export class OwnedObjects {
   }
 
   /** A page of the subject's history; undefined when it is not the principal's, has none, or `after` is not one of its events. */
-  async history(principal: Principal, subject: string, limit: number, after?: string): Promise<HistoryPage | undefined> {
-    return this.ownsSubject(principal, subject) ? this.queries.history.page(subject, limit, after) : undefined;
+  async history(principal: Principal, subject: string, limit: number, after?: string, withoutLines = false): Promise<HistoryPage | undefined> {
+    return this.ownsSubject(principal, subject) ? this.queries.history.page(subject, limit, after, withoutLines) : undefined;
   }
 
   private ownsSubject(principal: Principal, subject: string): boolean {

@@ -171,6 +171,25 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
     }
   });
 
+  it("names only the caller's own batches and files in the change stream", async () => {
+    expect((await as(undefined, '/v1/changes')).status).toBe(401);
+    const controller = new AbortController();
+    const stream = await as(accounts.alpha.key.key, '/v1/changes', { signal: controller.signal });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let received = '';
+    const until = async (text: string) => {
+      while (!received.includes(text)) received += (await reader.read()).value ?? '';
+    };
+    await until('event: ready');
+    // Beta's upload first, then alpha's: by the time alpha's is named, beta's would have been.
+    const betas = await accounts.beta.client.files.create({ file: await toFile(Buffer.from('beta'), 'beta.txt'), purpose: 'user_data' });
+    const alphas = await accounts.alpha.client.files.create({ file: await toFile(Buffer.from('alpha'), 'alpha.txt'), purpose: 'user_data' });
+    await until(`file:${alphas.id}`);
+    controller.abort();
+    expect(received).not.toContain(betas.id);
+  });
+
   it("keeps each account's blobs under its own prefix of the blob store", () => {
     for (const [name, objects] of Object.entries(accounts)) {
       for (const id of fileIds(objects)) expect(existsSync(join(service.dataDir, 'blobs', 'accounts', name, 'files', id)), `${name}: ${id}`).toBe(true);

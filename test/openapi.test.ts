@@ -105,6 +105,9 @@ describe('the service description', () => {
     await described('GET', '/v1/batches?limit=1');
     await described('POST', `/v1/batches/${created.id}/cancel`);
     await described('GET', `/v1/batches/${created.id}/events`, { headers: auth });
+    const timeline = (await described('GET', `/v1/batches/${created.id}/events?lines=false`)).body as { data: Array<{ type: string }> };
+    // The batch's own events alone (its two lines' outcomes left out), in the order recorded.
+    expect(timeline.data.map((event) => event.type)).toEqual(['BatchCreated', 'BatchValidated', 'BatchFinalizing', 'BatchCompleted']);
     const streamed = (await described('GET', `/v1/batches/${created.id}/events?stream=true`)).body as string;
     expect(streamed).toMatch(/^id: [0-9a-f-]{36}\nevent: BatchCreated\ndata: \{/);
 
@@ -124,6 +127,9 @@ describe('the service description', () => {
     await described('GET', '/ready');
     await described('GET', '/openapi.json');
     await described('GET', '/docs');
+    await described('GET', '/console');
+    await described('GET', '/console/console.js');
+    await described('GET', '/console/console.css');
     expect(checked.size).toBeGreaterThanOrEqual(20);
   });
 

@@ -1,6 +1,4 @@
-import { execFileSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
-import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -9,22 +7,14 @@ import { createS3Client } from '../src/platform/s3-client.js';
 import { BuiltinEngine } from '../src/engine/builtin/builtin-engine.js';
 import { loadCheckpoint } from '../src/engine/builtin/checkpoint.js';
 import { Transformer } from '../src/engine/builtin/transformer.js';
-import { packageRoot } from '../src/platform/package-root.js';
 import type { RunningService } from '../src/service.js';
 import { S3Proxy } from './support/s3-proxy.js';
 import { batchProgress, createBatch, fileLines, waitFor, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, startTestService, tempDir } from './support/service.js';
+import { stageInS3 } from './support/staged-checkpoint.js';
 
 const headers = { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' };
 const question = { messages: [{ role: 'user' as const, content: 'Which weights are you?' }], max_tokens: 16, temperature: 0 };
-
-/** A checkpoint made with `spool checkpoint create`, put in the test S3 server under a prefix. */
-async function stageInS3(store: S3BlobStore, prefix: string, args: string[]): Promise<string> {
-  const folder = join(tempDir('ckpt'), 'out');
-  execFileSync(process.execPath, [join(packageRoot, 'dist/src/process/cli.js'), 'checkpoint', 'create', '--out', folder, ...args]);
-  for (const name of readdirSync(folder)) await store.put(`${prefix}/${name}`, createReadStream(join(folder, name)));
-  return folder;
-}
 
 describe('weight sync', () => {
   let target: string;

@@ -16,7 +16,9 @@ import { type AccountRouteDeps, registerAccountRoutes } from './routes/accounts.
 import { type BatchRouteDeps, registerBatchRoutes } from './routes/batches.js';
 import { type CompatRouteDeps, registerCompatRoutes } from './routes/compat.js';
 import { type FileRouteDeps, registerFileRoutes } from './routes/files.js';
+import { type ChangeRouteDeps, registerChangeRoutes } from './routes/changes.js';
 import { type HistoryRouteDeps, registerHistoryRoutes } from './routes/history.js';
+import { registerConsoleRoutes } from './console/console-routes.js';
 import { type JobRouteDeps, registerJobRoutes } from './routes/jobs.js';
 import { type SystemRouteDeps, registerSystemRoutes } from './routes/system.js';
 import { type WeightRouteDeps, registerWeightRoutes } from './routes/weights.js';
@@ -26,7 +28,7 @@ import { UPLOAD_FIELD_SIZE_LIMIT } from './upload-form.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
-export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps, WebhookRouteDeps, AccountRouteDeps {
+export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps, JobRouteDeps, CompatRouteDeps, WeightRouteDeps, HistoryRouteDeps, ChangeRouteDeps, WebhookRouteDeps, AccountRouteDeps {
   readonly logger: Logger;
   readonly apiKey: string;
   /** ACCOUNTS: off (the spec's open `/v1`) or required (an account's key on every `/v1` request). */
@@ -115,6 +117,8 @@ export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   registerCompatRoutes(app, deps);
   registerWeightRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  registerChangeRoutes(app, deps);
+  registerConsoleRoutes(app);
   registerWebhookRoutes(app, deps);
   registerAccountRoutes(app, deps);
   app.get(

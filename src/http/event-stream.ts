@@ -1,7 +1,8 @@
 import type { FastifyReply } from 'fastify';
 
 export interface EventStreamMessage {
-  readonly id: string;
+  /** What a reconnecting client sends back as Last-Event-ID; absent where a stream cannot resume. */
+  readonly id?: string;
   readonly event: string;
   readonly data: unknown;
 }
@@ -43,7 +44,7 @@ export class EventStreamResponse {
   /** Writes the messages in one write; resolves when the client has room for more (backpressure). */
   async send(messages: readonly EventStreamMessage[]): Promise<void> {
     if (this.closed.aborted || messages.length === 0) return;
-    const text = messages.map((message) => `id: ${message.id}\nevent: ${message.event}\ndata: ${JSON.stringify(message.data)}\n\n`).join('');
+    const text = messages.map((message) => `${message.id === undefined ? '' : `id: ${message.id}\n`}event: ${message.event}\ndata: ${JSON.stringify(message.data)}\n\n`).join('');
     if (this.reply.raw.write(text)) return;
     await new Promise<void>((resolve) => {
       const done = () => {

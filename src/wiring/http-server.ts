@@ -27,9 +27,9 @@ export async function openHttpServer(
   const { config, clock, logger, apiKey, limits, parts, lifecycle, readiness, metrics, tracing } = context;
   let app: FastifyInstance;
   if (roles.has('api')) {
-    const { files, owned, jobs, batches, jobsQueries, historyFeed, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries } = parts.application();
+    const { files, owned, jobs, batches, jobsQueries, historyFeed, changeFeed, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries } = parts.application();
     const { fleet } = await parts.fleet();
-    app = await buildHttpApp({ logger, apiKey, accountsMode: config.accounts, webhookTargets: new OutboundTargets(config.webhookAllowedTargets), files, owned, jobs, batches, jobsQueries, historyFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => {
+    app = await buildHttpApp({ logger, apiKey, accountsMode: config.accounts, webhookTargets: new OutboundTargets(config.webhookAllowedTargets), files, owned, jobs, batches, jobsQueries, historyFeed, changeFeed, fleet, weightSync, weightsQueries, webhooks, webhooksQueries, accounts, accountsQueries, clock, limits, readiness, timeouts: config.http, installBeforeRoutes: (built) => {
       installHttpMetrics(built, metrics, config.metricsPort === undefined);
       installHttpTracing(built, tracing);
     } });

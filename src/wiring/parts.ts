@@ -9,6 +9,7 @@ import { OwnedObjects } from '../../projections/owned-objects.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
 import { HistoryFeed } from '../../projections/history-feed.js';
+import { ChangeFeed } from '../../projections/change-feed.js';
 import { HistoryQueries } from '../../projections/history-projection.js';
 import { JobsQueries } from '../../projections/jobs-projection.js';
 import { Projector } from '../../projections/projector.js';
@@ -47,6 +48,7 @@ export interface ApplicationParts {
   readonly weightsQueries: WeightsQueries;
   readonly history: HistoryQueries;
   readonly historyFeed: HistoryFeed;
+  readonly changeFeed: ChangeFeed;
   readonly files: FileRegistry;
   readonly jobs: JobRegistry;
   readonly batches: BatchLifecycle;
@@ -129,6 +131,7 @@ function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }
     weightsQueries: new WeightsQueries(readModels),
     history,
     historyFeed: new HistoryFeed(history, projector),
+    changeFeed: new ChangeFeed(projector),
     files: new FileRegistry({ eventStore, blobStore, projector, clock, log: logger }),
     jobs,
     batches: new BatchLifecycle({ eventStore, projector, jobs, clock, log: logger }),

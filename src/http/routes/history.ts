@@ -68,8 +68,8 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
     },
   };
 
-  const page = async (principal: Principal, subject: string, query: { limit: number; after?: string }, missing: () => Error) => {
-    const found = await deps.owned.history(principal, subject, query.limit, query.after);
+  const page = async (principal: Principal, subject: string, query: { limit: number; after?: string; lines?: string }, missing: () => Error) => {
+    const found = await deps.owned.history(principal, subject, query.limit, query.after, query.lines === 'false');
     // Another account's subject is missing, whatever the cursor.
     if (!found) throw query.after === undefined || !deps.owned.knowsHistory(principal, subject) ? missing() : invalidRequest(`No event with id ${query.after} in this history to list after`, 'after');
     const data = found.events.map(historyEvent);
@@ -133,10 +133,10 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRouteDe
       },
       async (request, reply) => {
         const id = (request.params as Record<string, string>)[history.param]!;
-        const query = request.query as { limit: number; after?: string; stream?: string };
+        const query = request.query as { limit: number; after?: string; stream?: string; lines?: string };
         // A HEAD asks for the headers only: it gets the list's, not a stream held open to the batch's end.
         if (history.subject === 'batch' && query.stream === 'true' && request.method === 'GET') return streamBatch(request, reply, id, query.after);
-        return page(request.principal, `${history.subject}:${id}`, request.query as { limit: number; after?: string }, () => notFound(`${history.missing}: ${id}`, history.param));
+        return page(request.principal, `${history.subject}:${id}`, query, () => notFound(`${history.missing}: ${id}`, history.param));
       },
     );
   }
