@@ -239,3 +239,48 @@ describe('the change stream', () => {
     controller.abort();
   });
 });
+
+describe.skipIf(!haveChromium)('the console with accounts required, in a real browser', () => {
+  let service: WholeService;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    service = await startTestService({ env: { ACCOUNTS: 'required' } });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await service?.close();
+  });
+
+  it("shows an account's own batches, live, with the account's key, and no other account's", async () => {
+    const mgmt = (path: string, body: unknown) =>
+      fetch(`${service.url}/mgmt/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const accounts: Record<string, OpenAI> = {};
+    const keys: Record<string, string> = {};
+    for (const name of ['north', 'south']) {
+      const opened = (await (await mgmt('/accounts', { account_id: name })).json()) as { key: string };
+      keys[name] = opened.key;
+      expect((await mgmt('/jobs', { job_id: `${name}-job`, model: 'spool-tiny', use_case: 'console', sla: '24h', price_1m_tokens: 1, account_id: name })).status).toBe(201);
+      accounts[name] = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: opened.key, maxRetries: 0 });
+    }
+    const submit = async (name: string) => {
+      const client = accounts[name]!;
+      const file = await client.files.create({ file: await toFile(Buffer.from(lines(3, 'spool-tiny', name)), `${name}.jsonl`), purpose: 'batch' });
+      return createBatch(client, { input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: `${name}-job` });
+    };
+    const southBatch = await submit('south');
+    const page = await browser.newPage();
+    await page.goto(`${service.url}/console`);
+    await page.getByRole('alert').filter({ hasText: 'needs the API key' }).waitFor();
+    await page.getByLabel('API key').fill(keys.north!);
+    await page.getByLabel('API key').press('Enter');
+    await page.getByRole('status').filter({ hasText: 'Live' }).waitFor({ timeout: 10_000 });
+    // Submitted after the page follows: it appears without a reload, and reaches completed.
+    const northBatch = await submit('north');
+    await page.locator(`tr[data-batch="${northBatch.id}"] .badge`, { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    await waitForStatus(accounts.south!, southBatch.id, ['completed']);
+    expect(await page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-batch')))).toEqual([northBatch.id]);
+    await page.close();
+  });
+});

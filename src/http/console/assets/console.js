@@ -525,14 +525,19 @@ function route() {
 
 let feed;
 
-/** Follows the change stream (fetch, so that the key can go in a header), reconnecting after a second. */
+/**
+ * Follows the change stream (fetch, so that the key can go in a header), reconnecting after a
+ * second. With a key, the management stream (everything); an account's key, which that stream
+ * refuses, follows the account's own batches and files instead.
+ */
 async function follow() {
   feed?.abort();
   const controller = new AbortController();
   feed = controller;
+  let management = Boolean(apiKey());
   while (!controller.signal.aborted) {
     try {
-      const response = await api(apiKey() ? '/mgmt/v1/changes' : '/v1/changes', { raw: true, signal: controller.signal, headers: { accept: 'text/event-stream' } });
+      const response = await api(management ? '/mgmt/v1/changes' : '/v1/changes', { raw: true, signal: controller.signal, headers: { accept: 'text/event-stream' } });
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = '';
       for (;;) {
@@ -556,9 +561,15 @@ async function follow() {
       }
     } catch (error) {
       if (controller.signal.aborted) return;
-      // A key the management stream refuses: follow what /v1 shows instead.
-      if (error instanceof ApiError && error.status === 401 && apiKey()) {
-        liveStatus.textContent = 'Live updates need a valid key';
+      // A key the management stream refuses (an account's): follow what /v1 shows it at once.
+      if (error instanceof ApiError && error.status === 401 && management) {
+        management = false;
+        continue;
+      }
+      if (error instanceof ApiError && error.status === 401) {
+        liveStatus.textContent = 'Live updates need the API key';
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        continue;
       }
     }
     if (controller.signal.aborted) return;
