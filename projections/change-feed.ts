@@ -54,9 +54,16 @@ export class ChangeFeed {
         const subjects = [...changed].filter(visible);
         changed = new Set();
         if (subjects.length > 0) yield subjects;
+        // The pause between messages, cut short by the end; its listener goes with it, or a stream
+        // open for hours would gather one on its signal every pause.
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.intervalMs);
-          signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+          const done = () => {
+            clearTimeout(timer);
+            signal.removeEventListener('abort', done);
+            resolve();
+          };
+          const timer = setTimeout(done, this.intervalMs);
+          signal.addEventListener('abort', done);
         });
       }
     } finally {
