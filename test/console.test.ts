@@ -52,7 +52,8 @@ describe.skipIf(!haveChromium)('the console, in a real browser', () => {
     });
     for (const job of [
       { job_id: 'job-console', model: 'spool-tiny', use_case: 'console test', sla: '24h', price_1m_tokens: 2 },
-      { job_id: 'job-slow', model: 'slow-chat', use_case: 'console test', sla: '24h', price_1m_tokens: 1 },
+      // 200 lines at 1.5 s, two at a time, cannot end within this SLA: the console calls the batch at risk.
+      { job_id: 'job-slow', model: 'slow-chat', use_case: 'console test', sla: '120s', price_1m_tokens: 1 },
     ]) {
       expect((await reserveJob(service.url, job)).ok).toBe(true);
     }
@@ -131,12 +132,15 @@ describe.skipIf(!haveChromium)('the console, in a real browser', () => {
     const batch = await createBatch(client, { input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: 'job-slow' });
     await page.goto(`${service.url}/console#/batches/${batch.id}`);
     await page.locator('#batch-status .badge', { hasText: 'in_progress' }).waitFor({ timeout: 30_000 });
+    await page.locator('#batch-summary .badge.warn', { hasText: /^at risk: ends about / }).waitFor({ timeout: 15_000 });
     await page.getByRole('button', { name: 'Cancel batch' }).click();
     await page.getByRole('button', { name: 'Yes, cancel this batch' }).click();
     const cancelled = await waitForStatus(client, batch.id, ['cancelled'], 30_000);
     expect(cancelled.request_counts!.total).toBe(200);
     expect(cancelled.request_counts!.completed).toBeLessThan(200);
     await page.locator('#batch-status .badge', { hasText: 'cancelled' }).waitFor({ timeout: 5_000 });
+    // The lines never sent, one line for all of them.
+    expect(await page.locator('#batch-errors div').allTextContents()).toEqual([`${cancelled.request_counts!.failed} × batch_cancelled: The batch was cancelled before this request was sent`]);
     await expect.poll(() => page.locator('#batch-timeline li strong').allTextContents()).toEqual(expect.arrayContaining(['BatchCancelRequested', 'BatchCancelled']));
     await shot('batch-cancelled');
   });

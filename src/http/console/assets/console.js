@@ -66,9 +66,12 @@ function deadlineRisk(batch, now = Date.now() / 1000) {
   if (!batch.expires_at) return { label: 'no deadline', kind: '' };
   if (TERMINAL.has(batch.status)) return batch.status === 'expired' ? { label: 'missed', kind: 'bad' } : { label: 'done', kind: '' };
   if (now >= batch.expires_at) return { label: 'missed', kind: 'bad' };
+  if (batch.status === 'finalizing') return { label: 'on track', kind: 'ok' };
+  if (batch.status === 'cancelling') return { label: 'cancelling', kind: '' };
   const counts = batch.request_counts ?? {};
   const done = (counts.completed ?? 0) + (counts.failed ?? 0);
-  if (batch.status !== 'in_progress' || !batch.in_progress_at || done === 0) return { label: 'not started', kind: '' };
+  if (batch.status !== 'in_progress' || !batch.in_progress_at) return { label: 'not started', kind: '' };
+  if (done === 0) return { label: 'no line done yet', kind: '' };
   const rate = done / Math.max(1, now - batch.in_progress_at);
   const estimate = now + ((counts.total ?? done) - done) / rate;
   return estimate > batch.expires_at ? { label: `at risk: ends about ${when(Math.round(estimate))}`, kind: 'warn' } : { label: 'on track', kind: 'ok' };
@@ -108,9 +111,15 @@ async function load(container, path) {
   }
 }
 
-/** Downloads a file through the API (with the key where one is set) as the browser would a link. */
-async function download(fileId, name) {
-  const response = await api(`/v1/files/${encodeURIComponent(fileId)}/content`, { raw: true });
+/** Downloads a file through the API (with the key where one is set) as the browser would a link; a refusal is said beside `button`. */
+async function download(fileId, name, button) {
+  let response;
+  try {
+    response = await api(`/v1/files/${encodeURIComponent(fileId)}/content`, { raw: true });
+  } catch (error) {
+    button.after(needsKey(error));
+    return;
+  }
   const url = URL.createObjectURL(await response.blob());
   const link = h('a', { href: url, download: name });
   document.body.append(link);
@@ -201,7 +210,7 @@ const views = {
           h('dt', {}, 'Created'), h('dd', {}, when(batch.created_at)),
           h('dt', {}, 'Deadline'), h('dd', {}, when(batch.expires_at), ' ', h('span', { class: `badge ${risk.kind}` }, risk.label)),
           h('dt', {}, 'Metadata'), h('dd', { id: 'batch-metadata' }, Object.keys(batch.metadata ?? {}).length ? Object.entries(batch.metadata).map(([key, value]) => h('div', {}, h('span', { class: 'mono' }, key), ': ', value)) : '—'),
-          ...(batch.errors?.data?.length ? [h('dt', {}, 'Errors'), h('dd', {}, batch.errors.data.map((error) => h('div', {}, `${error.code}: ${error.message}`)))] : []),
+          ...(batch.errors?.data?.length ? [h('dt', {}, 'Errors'), h('dd', { id: 'batch-errors' }, errorGroups(batch.errors))] : []),
         ),
       );
       const actions = document.getElementById('batch-actions');
@@ -217,7 +226,7 @@ const views = {
           'ul',
           {},
           [['Input', batch.input_file_id], ['Output', batch.output_file_id], ['Errors', batch.error_file_id]].map(([label, fileId]) =>
-            h('li', {}, `${label}: `, fileId ? [h('span', { class: 'mono' }, fileId), ' ', h('button', { type: 'button', 'data-focus': `download-${label}`, onclick: () => download(fileId, `${id}_${label.toLowerCase()}.jsonl`) }, `Download ${label.toLowerCase()} file`)] : h('span', { class: 'muted' }, 'none yet')),
+            h('li', {}, `${label}: `, fileId ? [h('span', { class: 'mono' }, fileId), ' ', h('button', { type: 'button', 'data-focus': `download-${label}`, onclick: (event) => download(fileId, `${id}_${label.toLowerCase()}.jsonl`, event.currentTarget) }, `Download ${label.toLowerCase()} file`)] : h('span', { class: 'muted' }, 'none yet')),
           ),
         ),
       );
@@ -254,7 +263,7 @@ const views = {
           h('td', { class: 'num' }, bytes(file.bytes)),
           h('td', {}, when(file.created_at)),
           h('td', {}, when(file.expires_at)),
-          h('td', {}, h('button', { type: 'button', 'data-focus': `download-${file.id}`, 'aria-label': `Download ${file.filename}`, onclick: () => download(file.id, file.filename) }, 'Download')),
+          h('td', {}, h('button', { type: 'button', 'data-focus': `download-${file.id}`, 'aria-label': `Download ${file.filename}`, onclick: (event) => download(file.id, file.filename, event.currentTarget) }, 'Download')),
         ),
       );
       replace(body, table(['File', 'Name', 'Purpose', 'Size', 'Created', 'Expires', 'Content'], rows));
@@ -366,6 +375,19 @@ const views = {
     },
   },
 };
+
+/** A batch's errors as one line per code and message with its count (a cancelled batch lists every line it did not send). */
+function errorGroups(errors) {
+  const groups = new Map();
+  for (const error of errors.data) {
+    const key = `${error.code}: ${error.message}`;
+    groups.set(key, (groups.get(key) ?? 0) + 1);
+  }
+  const shown = [...groups].slice(0, 10).map(([text, n]) => h('div', {}, n > 1 ? `${count(n)} × ${text}` : text));
+  if (groups.size > 10) shown.push(h('div', { class: 'muted' }, `and ${count(groups.size - 10)} other kinds`));
+  if (errors.omitted) shown.push(h('div', { class: 'muted' }, `(${count(errors.omitted)} more not listed)`));
+  return shown;
+}
 
 /** One line saying what an event recorded, from the fields readers look for. */
 function eventSummary(event) {
