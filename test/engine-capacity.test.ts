@@ -224,8 +224,11 @@ describe('engine capacity: a fixed-latency engine', () => {
     // Held below its knee, the cruise still finds an engine that grew: a probe up beats the knee's rate.
     let engine!: ReturnType<typeof fixedLatencyEngine>;
     const grown = run((sim) => (engine = fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 })), { ceiling: 128, untilMs: 600_000, reserve: 3, change: { atMs: 60_000, apply: () => (engine.slots = 64) } });
+    // Within the search's resolution (a 32nd) of the 64 slots (found from above: it started at half
+    // its ceiling), and nothing waiting inside them.
     expect(grown.limit).toBeGreaterThanOrEqual(58);
-    expect(grown.limit).toBeLessThanOrEqual(64);
+    expect(grown.limit).toBeLessThanOrEqual(66);
+    expect(grown.meanWaiting).toBeLessThanOrEqual(0.1);
     // At a ceiling the search never passed, there is no knee to correct: the limit stays there.
     const capped = run((sim) => fixedLatencyEngine(sim, { slots: 32, latencyMs: 100 }), { ceiling: 32, untilMs: 60_000, reserve: 3 });
     expect(capped.limit).toBe(32);
@@ -315,6 +318,43 @@ describe('engine capacity: a fixed-latency engine', () => {
     const sorted = [...fleet.interactiveMs].sort((a, b) => a - b);
     expect(sorted.length).toBeGreaterThan(500);
     expect(sorted[Math.floor(0.99 * (sorted.length - 1))]!).toBeLessThanOrEqual(1.25 * 102);
+  });
+
+  it('starts at half its ceiling with no interactive request served, at 16 while some are, until it has measured', () => {
+    const capacity = new EngineCapacity({ ceiling: 128 });
+    expect(capacity.limit).toBe(64);
+    capacity.interactiveTraffic(true);
+    expect(capacity.limit).toBe(16);
+    capacity.interactiveTraffic(false);
+    expect(capacity.limit).toBe(64);
+    expect(new EngineCapacity({ ceiling: 20 }).limit).toBe(16);
+    expect(new EngineCapacity({ ceiling: 8 }).limit).toBe(8);
+    // A start set by hand stays where it was set.
+    const set = new EngineCapacity({ ceiling: 128, initial: 32 });
+    set.interactiveTraffic(true);
+    expect(set.limit).toBe(32);
+    // Once a window is measured, interactive traffic no longer moves the start.
+    const sim = new DiscreteEvents();
+    const engine = fixedLatencyEngine(sim, { slots: 256, latencyMs: 100 });
+    const running = new EngineCapacity({ ceiling: 128 });
+    let inFlight = 0;
+    const pump = () => {
+      while (inFlight < running.limit) {
+        inFlight += 1;
+        const startedAt = sim.now;
+        const sentInFlight = inFlight;
+        engine.submit(() => {
+          inFlight -= 1;
+          running.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentInFlight, limit: running.limit });
+          pump();
+        });
+      }
+    };
+    pump();
+    sim.runUntil(1_000);
+    expect(running.limit).toBeGreaterThanOrEqual(64);
+    running.interactiveTraffic(true);
+    expect(running.limit).toBeGreaterThanOrEqual(64);
   });
 
   it('never passes its ceiling, and does not grow while the limit is not in use', () => {

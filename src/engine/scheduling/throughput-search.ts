@@ -98,6 +98,16 @@ export class ThroughputSearch {
     return this.state;
   }
 
+  /** Whether nothing has been measured yet: the start may still be moved (startAt). */
+  get untouched(): boolean {
+    return this.state === 'startup' && this.table.size === 0 && this.refusedAt === undefined;
+  }
+
+  /** Moves the start, before anything was measured; later, the search's own findings hold. */
+  startAt(value: number): void {
+    if (this.untouched) this.current = this.clamp(value);
+  }
+
   /** How many times the search has settled where the rate flattened (not at a bound, nor back from a probe). */
   get kneesFound(): number {
     return this.knees;
