@@ -357,6 +357,36 @@ describe('engine capacity: a fixed-latency engine', () => {
     expect(running.limit).toBeGreaterThanOrEqual(64);
   });
 
+  it('moved down by interactive traffic while a batch runs at its first start, still finds the engine', () => {
+    // The batch went out at 64; an interactive request is served 50 ms later, before any window:
+    // the start drops to 16 (what went out at 64 is not counted as 16's, like any change's first
+    // window), and startup doubles from there to the engine's slots within a second.
+    const sim = new DiscreteEvents();
+    const engine = fixedLatencyEngine(sim, { slots: 128, latencyMs: 100 });
+    const capacity = new EngineCapacity({ ceiling: 128 });
+    let inFlight = 0;
+    const pump = () => {
+      while (inFlight < capacity.limit) {
+        inFlight += 1;
+        const startedAt = sim.now;
+        const sentInFlight = inFlight;
+        const limit = capacity.limit;
+        engine.submit(() => {
+          inFlight -= 1;
+          capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentInFlight, limit });
+          pump();
+        });
+      }
+    };
+    pump();
+    expect(capacity.limit).toBe(64);
+    sim.after(50, () => capacity.interactiveTraffic(true, sim.now));
+    sim.runUntil(60);
+    expect(capacity.limit).toBe(16);
+    sim.runUntil(2_000);
+    expect(capacity.limit).toBeGreaterThanOrEqual(112);
+  });
+
   it('never passes its ceiling, and does not grow while the limit is not in use', () => {
     const capped = run((sim) => fixedLatencyEngine(sim, { slots: 64, latencyMs: 100 }), { ceiling: 16, untilMs: 30_000 });
     expect(capped.highest).toBe(16);

@@ -251,7 +251,7 @@ export class ReplicaPool implements InferenceEngine {
         lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
       } finally {
         this.scheduler.complete(id, answered);
-        member.capacity.interactiveTraffic(this.scheduler.interactiveRecent());
+        member.capacity.interactiveTraffic(this.scheduler.interactiveRecent(), Date.now());
         const elapsedMs = Date.now() - startedAt;
         // The engine's own latency where the replica measured it: the time an answer then waits
         // for this event loop (busy with other lines' work) is not the engine crowding. A request

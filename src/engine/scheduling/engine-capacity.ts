@@ -253,17 +253,22 @@ export class EngineCapacity {
   }
 
   /**
-   * Whether interactive requests are being served beside the work this limit holds back: a probe
-   * above the engine's capacity then delays them, so such probes wait `interactiveProbeGapMs`.
+   * Whether interactive requests are being served beside the work this limit holds back (at `at`):
+   * a probe above the engine's capacity then delays them, so such probes wait
+   * `interactiveProbeGapMs`, and a start not yet measured is the cautious one.
    */
-  interactiveTraffic(recent: boolean): void {
+  interactiveTraffic(recent: boolean, at = Number.NEGATIVE_INFINITY): void {
     this.interactiveRecent = recent;
     if (!recent) this.held = undefined;
     // Before the first window: a start above the engine's capacity would queue batch work ahead of
     // the interactive requests being served; with none served, it gets a batch the engine at once.
     if (this.boldStart !== undefined && this.search.untouched) {
+      const before = this.search.value;
       this.search.startAt(recent ? Math.min(this.ceiling, 16) : this.boldStart);
+      if (this.search.value === before) return;
+      // What was sent at the old start describes that start: answers to it are not the new one's.
       this.estimate = this.search.value;
+      this.changed(at);
     }
   }
 
