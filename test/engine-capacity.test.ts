@@ -157,6 +157,25 @@ function runFleet<E extends SimulatedEngine>(
   return { rate: (counted * 1000) / (options.untilMs - from), limits: processes.map((process) => process.capacity.limit), highestTotalLimit, meanWaiting: waitingArea / sampled, meanInFlight: inFlightArea / sampled, interactiveMs };
 }
 
+/** A batch that always has work: keeps as many requests at the engine as the limit allows, telling the capacity of each answer. */
+function batchAlone(sim: DiscreteEvents, engine: SimulatedEngine, capacity: EngineCapacity): void {
+  let inFlight = 0;
+  const pump = () => {
+    while (inFlight < capacity.limit) {
+      inFlight += 1;
+      const startedAt = sim.now;
+      const sentInFlight = inFlight;
+      const limit = capacity.limit;
+      engine.submit(() => {
+        inFlight -= 1;
+        capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentInFlight, limit });
+        pump();
+      });
+    }
+  };
+  pump();
+}
+
 /** The best a bare loop gets over a sweep of its concurrency up to the same ceiling (in steps of a quarter, and the ceiling itself). */
 function bestBareRate(make: (sim: DiscreteEvents) => SimulatedEngine, ceiling: number): number {
   let best = bareLoopRate(make, ceiling, 30_000);
@@ -335,22 +354,8 @@ describe('engine capacity: a fixed-latency engine', () => {
     expect(set.limit).toBe(32);
     // Once a window is measured, interactive traffic no longer moves the start.
     const sim = new DiscreteEvents();
-    const engine = fixedLatencyEngine(sim, { slots: 256, latencyMs: 100 });
     const running = new EngineCapacity({ ceiling: 128 });
-    let inFlight = 0;
-    const pump = () => {
-      while (inFlight < running.limit) {
-        inFlight += 1;
-        const startedAt = sim.now;
-        const sentInFlight = inFlight;
-        engine.submit(() => {
-          inFlight -= 1;
-          running.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentInFlight, limit: running.limit });
-          pump();
-        });
-      }
-    };
-    pump();
+    batchAlone(sim, fixedLatencyEngine(sim, { slots: 256, latencyMs: 100 }), running);
     sim.runUntil(1_000);
     expect(running.limit).toBeGreaterThanOrEqual(64);
     running.interactiveTraffic(true);
@@ -362,23 +367,8 @@ describe('engine capacity: a fixed-latency engine', () => {
     // the start drops to 16 (what went out at 64 is not counted as 16's, like any change's first
     // window), and startup doubles from there to the engine's slots within a second.
     const sim = new DiscreteEvents();
-    const engine = fixedLatencyEngine(sim, { slots: 128, latencyMs: 100 });
     const capacity = new EngineCapacity({ ceiling: 128 });
-    let inFlight = 0;
-    const pump = () => {
-      while (inFlight < capacity.limit) {
-        inFlight += 1;
-        const startedAt = sim.now;
-        const sentInFlight = inFlight;
-        const limit = capacity.limit;
-        engine.submit(() => {
-          inFlight -= 1;
-          capacity.record({ startedAt, latencyMs: sim.now - startedAt, outcome: 'answered', inFlight: sentInFlight, limit });
-          pump();
-        });
-      }
-    };
-    pump();
+    batchAlone(sim, fixedLatencyEngine(sim, { slots: 128, latencyMs: 100 }), capacity);
     expect(capacity.limit).toBe(64);
     sim.after(50, () => capacity.interactiveTraffic(true, sim.now));
     sim.runUntil(60);
