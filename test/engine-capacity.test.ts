@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EngineCapacity, type RequestOutcome } from '../src/engine/scheduling/engine-capacity.js';
+import type { RequestOutcome } from '../src/engine/scheduling/capacity-window.js';
+import { EngineCapacity } from '../src/engine/scheduling/engine-capacity.js';
 import { ThroughputSearch } from '../src/engine/scheduling/throughput-search.js';
 import { DiscreteEvents, seededRandom } from './support/discrete-events.js';
 import { type SimulatedEngine, bareLoopRate, behindRoundTrip, continuousBatchingEngine, dynamicBatchingEngine, fixedLatencyEngine } from './support/engine-models.js';

@@ -1,4 +1,5 @@
-import { EngineCapacity, type RequestOutcome } from './scheduling/engine-capacity.js';
+import type { RequestOutcome } from './scheduling/capacity-window.js';
+import { EngineCapacity } from './scheduling/engine-capacity.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, StreamCutError } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
