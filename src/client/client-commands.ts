@@ -24,6 +24,22 @@ const COMMON_HELP = `  --base-url URL   where Spool serves (SPOOL_BASE_URL; defa
   --json           one JSON document on stdout instead of text
   -h, --help       this help`;
 
+/** A command that shows what one request answers about the object its argument names. */
+const showAnswer =
+  (method: string, path: (id: string) => string): Command['run'] =>
+  async (context) => {
+    show(context, await context.api.json(method, path(encodeURIComponent(context.positionals[0]!))));
+    return CLIENT_EXIT.ok;
+  };
+
+/** A command that shows a list, a line of `columns` for each item. */
+const showListAt =
+  (path: (context: Context) => string, columns: string[]): Command['run'] =>
+  async (context) => {
+    showList(context, await context.api.json('GET', path(context)), columns);
+    return CLIENT_EXIT.ok;
+  };
+
 const COMMANDS: Record<string, Command> = {
   'batch run': {
     usage: BATCH_RUN_USAGE,
@@ -37,28 +53,19 @@ const COMMANDS: Record<string, Command> = {
     summary: 'the newest batches',
     positionals: 0,
     options: { limit: { type: 'string' } },
-    run: async (context) => {
-      showList(context, await context.api.json('GET', `/v1/batches?limit=${limitOf(context)}`), ['id', 'status', 'endpoint', 'job_id', 'created_at']);
-      return CLIENT_EXIT.ok;
-    },
+    run: showListAt((context) => `/v1/batches?limit=${limitOf(context)}`, ['id', 'status', 'endpoint', 'job_id', 'created_at']),
   },
   'batch get': {
     usage: 'spool batch get BATCH_ID',
     summary: 'one batch',
     positionals: 1,
-    run: async (context) => {
-      show(context, await context.api.json('GET', `/v1/batches/${encodeURIComponent(context.positionals[0]!)}`));
-      return CLIENT_EXIT.ok;
-    },
+    run: showAnswer('GET', (id) => `/v1/batches/${id}`),
   },
   'batch cancel': {
     usage: 'spool batch cancel BATCH_ID',
     summary: 'cancel a batch (lines in flight finish; the rest go to the error file)',
     positionals: 1,
-    run: async (context) => {
-      show(context, await context.api.json('POST', `/v1/batches/${encodeURIComponent(context.positionals[0]!)}/cancel`));
-      return CLIENT_EXIT.ok;
-    },
+    run: showAnswer('POST', (id) => `/v1/batches/${id}/cancel`),
   },
   'batch download': {
     usage: 'spool batch download BATCH_ID [--out DIR]',
@@ -118,19 +125,13 @@ const COMMANDS: Record<string, Command> = {
     summary: 'the newest files',
     positionals: 0,
     options: { limit: { type: 'string' } },
-    run: async (context) => {
-      showList(context, await context.api.json('GET', `/v1/files?limit=${limitOf(context)}`), ['id', 'filename', 'purpose', 'bytes', 'created_at']);
-      return CLIENT_EXIT.ok;
-    },
+    run: showListAt((context) => `/v1/files?limit=${limitOf(context)}`, ['id', 'filename', 'purpose', 'bytes', 'created_at']),
   },
   'files get': {
     usage: 'spool files get FILE_ID',
     summary: 'one file',
     positionals: 1,
-    run: async (context) => {
-      show(context, await context.api.json('GET', `/v1/files/${encodeURIComponent(context.positionals[0]!)}`));
-      return CLIENT_EXIT.ok;
-    },
+    run: showAnswer('GET', (id) => `/v1/files/${id}`),
   },
   'files download': {
     usage: 'spool files download FILE_ID [--out PATH]',
@@ -151,19 +152,13 @@ const COMMANDS: Record<string, Command> = {
     usage: 'spool files delete FILE_ID',
     summary: 'delete a file',
     positionals: 1,
-    run: async (context) => {
-      show(context, await context.api.json('DELETE', `/v1/files/${encodeURIComponent(context.positionals[0]!)}`));
-      return CLIENT_EXIT.ok;
-    },
+    run: showAnswer('DELETE', (id) => `/v1/files/${id}`),
   },
   'jobs list': {
     usage: 'spool jobs list',
     summary: 'the jobs reserved (needs the API key)',
     positionals: 0,
-    run: async (context) => {
-      showList(context, await context.api.json('GET', '/mgmt/v1/jobs'), ['job_id', 'model', 'sla', 'price_1m_tokens', 'use_case']);
-      return CLIENT_EXIT.ok;
-    },
+    run: showListAt(() => '/mgmt/v1/jobs', ['job_id', 'model', 'sla', 'price_1m_tokens', 'use_case']),
   },
   'jobs reserve': {
     usage: 'spool jobs reserve JOB_ID --model MODEL --sla 24h|7d|none [--use-case TEXT] [--price USD_PER_1M_TOKENS]',
