@@ -12,6 +12,20 @@ import { heapPolicyParts, nodeFlagsOfThisProcess } from './heap-policy.js';
 export const MALLOC_ARENA_MAX = '1';
 
 /**
+ * The size in bytes from which glibc serves an allocation with mmap of its own rather than from
+ * the heap, unless the operator set MALLOC_MMAP_THRESHOLD_. glibc's own is 128 KiB at start and
+ * rises, up to 32 MiB, each time such a block is freed, so a long-running process serves ever
+ * larger blocks from its heap, which can only give memory back from its top: through 5,000
+ * batches the heap of a service grew by 5-8 MiB and never shrank. Set, it stays where it is (and
+ * glibc no longer moves it): over the same batches the heap stayed where it was after the first
+ * few (bench/FINDINGS.md, memory as a service ages).
+ */
+export const MALLOC_MMAP_THRESHOLD = String(128 * 1024);
+
+/** glibc's settings a long-running process starts under, each unless the operator set it. */
+const GLIBC_SETTINGS: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: MALLOC_MMAP_THRESHOLD };
+
+/**
  * The young generation's semi-space of a long-running process, in MiB (V8 sizes it at start
  * only, for every isolate of the process, so it is set by starting over, never at run time: held
  * through V8's growth factor after each collection instead, it doubled past its limit before the
@@ -32,8 +46,8 @@ export interface StartOver {
 }
 
 /**
- * What this process should start over with, or undefined to run as it is: MALLOC_ARENA_MAX where
- * the operator set none (on Linux, glibc's), the young generation's size where node was given
+ * What this process should start over with, or undefined to run as it is: MALLOC_ARENA_MAX and
+ * MALLOC_MMAP_THRESHOLD_, each where the operator set none (on Linux, glibc's), the young generation's size where node was given
  * no young-generation flag (its command line or NODE_OPTIONS). glibc and V8 read both only when
  * a process starts. Never for one-off commands, without process.execve (Node before 22.15), or
  * when a parent holds an IPC channel to this process, which would not survive the exec.
@@ -46,11 +60,11 @@ export function startOverWith(
   canExec: boolean,
 ): StartOver | undefined {
   if (!LONG_RUNNING.has(argv[0] ?? 'serve') || !canExec || env.NODE_CHANNEL_FD !== undefined) return undefined;
-  const arenas = platform === 'linux' && env.MALLOC_ARENA_MAX === undefined;
+  const glibc = platform === 'linux' ? Object.fromEntries(Object.entries(GLIBC_SETTINGS).filter(([name]) => env[name] === undefined)) : {};
   const youngGeneration = heapPolicyParts(nodeFlags).youngGeneration;
-  if (!arenas && !youngGeneration) return undefined;
+  if (Object.keys(glibc).length === 0 && !youngGeneration) return undefined;
   return {
-    env: arenas ? { MALLOC_ARENA_MAX } : {},
+    env: glibc,
     nodeFlags: youngGeneration ? [`--max-semi-space-size=${SEMI_SPACE_MIB}`] : [],
   };
 }
