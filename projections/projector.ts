@@ -218,6 +218,9 @@ export class Projector {
   /** Resolves once every read model holds the event at `position` (read-your-writes). */
   waitFor(position: Position, timeoutMs = 10_000): Promise<void> {
     if (this.reached(position)) return Promise.resolve();
+    // The log holds the event (whoever asks learned of it from a message): read it now, not at the
+    // next poll, which on a log shared by processes is up to its interval away.
+    this.subscription?.wake();
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((waiter) => waiter !== entry);

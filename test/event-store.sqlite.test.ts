@@ -106,4 +106,34 @@ describe('the embedded event store on disk', () => {
     await other.close();
     await store.close();
   });
+
+  it("reads another process's event when woken, not at its next poll", async () => {
+    const path = join(tempDir('events-wake'), 'events.sqlite');
+    // A poll a minute apart: only wake() can bring the other connection's event in time.
+    const store = new SqliteEventStore(path, 60_000);
+    const other = new SqliteEventStore(path, 60_000);
+    const seen: number[] = [];
+    const subscription = store.subscribeToAll({}, async (events) => {
+      seen.push(...events.map((recorded) => recorded.data.n as number));
+    });
+    await store.appendToStream('woken', [{ id: randomUUID(), type: 'Counted', data: { n: 1 }, metadata: { schemaVersion: 1 } }]);
+    await until(() => seen.length === 1);
+    await other.appendToStream('woken', [{ id: randomUUID(), type: 'Counted', data: { n: 2 }, metadata: { schemaVersion: 1 } }]);
+    // Caught up and waiting: the other connection's append does not reach it by itself.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(seen).toEqual([1]);
+    subscription.wake();
+    await until(() => seen.length === 2);
+    expect(seen).toEqual([1, 2]);
+    await other.close();
+    await store.close();
+  });
 });
+
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

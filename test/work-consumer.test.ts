@@ -19,6 +19,28 @@ afterEach(async () => {
 });
 
 describe('a work consumer', () => {
+  it("waits for its read models to hold another process's event no longer than a read: the wait wakes the log's subscription", async () => {
+    const directory = tempDir('work-consumer-wake');
+    // Polls a minute apart: the projector learns of the other connection's event only by waking.
+    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'), 60_000);
+    closers.push(() => eventStore.close());
+    const otherProcess = new SqliteEventStore(join(directory, 'events.sqlite'), 60_000);
+    closers.push(() => otherProcess.close());
+    const readModels = openReadModelStore(join(directory, 'read-models.sqlite'));
+    closers.push(() => void readModels.close());
+    const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, pino({ level: 'silent' }));
+    await projector.start();
+    closers.push(() => projector.stop());
+    await projector.waitFor((await eventStore.appendToStream('notes-1', [{ id: randomUUID(), type: 'Noted', data: {}, metadata: { schemaVersion: 1 } }])).position, 5_000);
+
+    const { position } = await otherProcess.appendToStream('notes-2', [{ id: randomUUID(), type: 'Noted', data: {}, metadata: { schemaVersion: 1 } }]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(projector.reached(position)).toBe(false);
+    // A work message naming it would ask so: resolved well inside 5 s, not after the minute's poll.
+    await projector.waitFor(position, 5_000);
+    expect(projector.reached(position)).toBe(true);
+  });
+
   // The consumer would wait up to a minute for its read models to reach a position; this test
   // gives it 20 s in all, so a stale message must be recognised, not waited out.
   it('passes over a message from another log (a position past the head) without holding the messages behind it', { timeout: 20_000 }, async () => {

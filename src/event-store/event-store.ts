@@ -74,6 +74,12 @@ export interface AppendResult {
 export interface Subscription {
   /** Stops delivery; resolves once no handler call is running. */
   stop(): Promise<void>;
+  /**
+   * Reads the log now where the subscription would wait for its next poll: someone knows of an
+   * event it may not have read yet (a work message names one another process appended). Nothing
+   * to do for a subscription the store pushes events to.
+   */
+  wake(): void;
   /** Resolves when the subscription ends: rejects if it failed (a handler threw, the store went away). */
   readonly done: Promise<void>;
 }

@@ -184,6 +184,8 @@ export class EventStoreDbEventStore implements EventStore {
         await source.unsubscribe();
         await done.catch(() => undefined);
       },
+      // The server pushes each event as it is written: nothing waits on a poll.
+      wake: () => undefined,
     };
     this.subscriptions.add(subscription);
     return subscription;

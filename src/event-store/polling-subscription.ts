@@ -67,5 +67,7 @@ export function pollingSubscription(options: {
       options.onStop?.();
       await done.catch(() => undefined);
     },
+    // Ends a wait for `appended` or the next poll; a subscription reading or handling a page reads again after it anyway.
+    wake: () => wake?.(),
   };
 }
