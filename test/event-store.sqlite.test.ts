@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
+import { waitUntil } from './support/batch-helpers.js';
 import { eventStoreContract } from './support/event-store-contract.js';
 import { tempDir } from './support/service.js';
 
@@ -117,23 +118,16 @@ describe('the embedded event store on disk', () => {
       seen.push(...events.map((recorded) => recorded.data.n as number));
     });
     await store.appendToStream('woken', [{ id: randomUUID(), type: 'Counted', data: { n: 1 }, metadata: { schemaVersion: 1 } }]);
-    await until(() => seen.length === 1);
+    await waitUntil(() => seen.length === 1);
     await other.appendToStream('woken', [{ id: randomUUID(), type: 'Counted', data: { n: 2 }, metadata: { schemaVersion: 1 } }]);
     // Caught up and waiting: the other connection's append does not reach it by itself.
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(seen).toEqual([1]);
     subscription.wake();
-    await until(() => seen.length === 2);
+    await waitUntil(() => seen.length === 2);
     expect(seen).toEqual([1, 2]);
     await other.close();
     await store.close();
   });
 });
 
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
