@@ -130,4 +130,3 @@ describe('the embedded event store on disk', () => {
     await store.close();
   });
 });
-

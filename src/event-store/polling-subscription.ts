@@ -22,6 +22,8 @@ export function pollingSubscription(options: {
   const { read, handler, appended, idleMs, retryable, retryMs = [100, 5_000] } = options;
   let stopped = false;
   let wake: (() => void) | undefined;
+  /** Set by a wake that came while a page was being read: the next empty page is read again, not waited on. */
+  let woken = false;
   const waitForAppend = (ms: number) =>
     new Promise<void>((resolve) => {
       const finish = () => {
@@ -40,6 +42,7 @@ export function pollingSubscription(options: {
     let retryDelay = retryMs[0];
     while (!stopped) {
       let batch: readonly RecordedEvent[];
+      woken = false;
       try {
         batch = await read(cursor);
         retryDelay = retryMs[0];
@@ -51,7 +54,7 @@ export function pollingSubscription(options: {
         continue;
       }
       if (batch.length === 0) {
-        await waitForAppend(idleMs);
+        if (!woken) await waitForAppend(idleMs);
         continue;
       }
       await handler(batch);
@@ -67,7 +70,11 @@ export function pollingSubscription(options: {
       options.onStop?.();
       await done.catch(() => undefined);
     },
-    // Ends a wait for `appended` or the next poll; a subscription reading or handling a page reads again after it anyway.
-    wake: () => wake?.(),
+    // Ends a wait for `appended` or the next poll; one that comes while a page is read has the
+    // next empty page read again (the event may have been committed after the read began).
+    wake: () => {
+      woken = true;
+      wake?.();
+    },
   };
 }
