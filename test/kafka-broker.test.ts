@@ -2,15 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Consumer, Kafka, type KafkaMessage, logLevel } from 'kafkajs';
+import { type Consumer, type Kafka, type KafkaMessage, logLevel } from 'kafkajs';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
+import { type KafkaBroker, kafkaClient, startKafkaBroker } from './support/kafka-broker.js';
 
 // A short fetch wait: disconnecting a consumer waits for its fetch in flight (5 s by default).
 const consumerOptions = { maxWaitTimeInMs: 100 };
 
 function client(brokers: string, retries = 5): Kafka {
-  return new Kafka({ clientId: 'kafka-broker-test', brokers: [brokers], logLevel: logLevel.NOTHING, retry: { retries } });
+  return kafkaClient({ clientId: 'kafka-broker-test', brokers: [brokers], logLevel: logLevel.NOTHING, retry: { retries } });
 }
 
 /** Runs the consumer until `count` messages arrived. */

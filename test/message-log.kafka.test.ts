@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel } from 'kafkajs';
+import { logLevel } from 'kafkajs';
 import { pino } from 'pino';
 import { describe, expect, inject, it } from 'vitest';
 import { KafkaMessageLog } from '../src/message-log/kafka-message-log.js';
+import { kafkaClient } from './support/kafka-broker.js';
 import { messageLogContract } from './support/message-log-contract.js';
 
 // A real Apache Kafka broker on 127.0.0.1, started by the test setup (or KAFKA_BROKERS).
@@ -22,7 +23,7 @@ describe('the Kafka message log', () => {
       { topic: fresh, partitions: 3 },
     ]);
     await log.close();
-    const admin = new Kafka({ brokers, logLevel: logLevel.NOTHING }).admin();
+    const admin = kafkaClient({ brokers, logLevel: logLevel.NOTHING }).admin();
     await admin.connect();
     try {
       const { topics } = await admin.fetchTopicMetadata({ topics: [existing, fresh] });

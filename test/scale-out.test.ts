@@ -3,14 +3,14 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { AssignerProtocol, Kafka, logLevel } from 'kafkajs';
+import { AssignerProtocol, logLevel } from 'kafkajs';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScaleOutEnv, scaleOutEnv, startLoggedRole } from './support/scale-out-processes.js';
 import { packageRoot } from '../src/platform/package-root.js';
 import { batchProgress, chatLine, createBatch, fileLines, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { FakeEngine } from './support/fake-engine.js';
-import { type KafkaBroker, startKafkaBroker } from './support/kafka-broker.js';
+import { type KafkaBroker, kafkaClient, startKafkaBroker } from './support/kafka-broker.js';
 import { tempDir, waitUntilReady } from './support/service.js';
 import { runSpool } from './support/spool-cli.js';
 
@@ -148,7 +148,7 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     await expectEveryLineOnce(batch.id, total);
     expect(await handled('inference-2')).toBeGreaterThan(survivorBefore);
     // The group handed the dead processor's partitions to the survivor: it alone holds them all.
-    const admin = new Kafka({ brokers: [broker.brokers], logLevel: logLevel.NOTHING }).admin();
+    const admin = kafkaClient({ brokers: [broker.brokers], logLevel: logLevel.NOTHING }).admin();
     await admin.connect();
     try {
       const partitions = (await admin.fetchTopicMetadata({ topics: ['spool.batch.inference'] })).topics[0]!.partitions;

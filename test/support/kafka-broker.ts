@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, type KafkaConfig, logLevel } from 'kafkajs';
+import { quietKafkajsNegativeTimeouts } from '../../src/message-log/kafkajs-timer-warning.js';
 import { packageRoot } from '../../src/platform/package-root.js';
 import type { TestCertificates } from './certificates.js';
 import { restartablePort } from './processes.js';
@@ -301,8 +302,18 @@ function launch(args: string[], logFile: string, watch: (pid: number | undefined
   };
 }
 
+/**
+ * A kafkajs client for a test's own use (an admin, a probe): with kafkajs's negative-timeout
+ * warning dropped, as the service's Kafka message log drops it, so a test's output shows only what
+ * matters.
+ */
+export function kafkaClient(config: KafkaConfig): Kafka {
+  quietKafkajsNegativeTimeouts();
+  return new Kafka(config);
+}
+
 async function waitUntilAnswering(brokers: string, jvm: RunningJvm, timeoutMs: number): Promise<void> {
-  const kafka = new Kafka({ clientId: 'spool-test-broker-probe', brokers: [brokers], logLevel: logLevel.NOTHING, connectionTimeout: 1_000, requestTimeout: 5_000, retry: { retries: 0 } });
+  const kafka = kafkaClient({ clientId: 'spool-test-broker-probe', brokers: [brokers], logLevel: logLevel.NOTHING, connectionTimeout: 1_000, requestTimeout: 5_000, retry: { retries: 0 } });
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
