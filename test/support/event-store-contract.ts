@@ -192,5 +192,35 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
       expect(seen).toEqual(['A', 'B', 'C', 'D']);
       expect(maxRunning).toBe(1);
     });
+
+    it('delivers every event once and in order however often a subscription is woken, while reading or waiting', async () => {
+      const name = stream('wake');
+      const mark = await store.headPosition();
+      let running = 0;
+      let maxRunning = 0;
+      const seen: string[] = [];
+      const subscription = store.subscribeToAll(mark ? { after: mark } : {}, async (events) => {
+        running += 1;
+        maxRunning = Math.max(maxRunning, running);
+        // Woken while it handles a page, too.
+        subscription.wake();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        seen.push(...events.filter((e) => e.streamName === name).map((e) => e.type));
+        running -= 1;
+      });
+      const types = Array.from({ length: 12 }, (_, index) => `W${index}`);
+      for (const type of types) {
+        await store.appendToStream(name, [event(type)]);
+        subscription.wake();
+        subscription.wake();
+      }
+      await until(() => seen.length === types.length);
+      // Caught up: more wakes read nothing new.
+      for (let index = 0; index < 5; index++) subscription.wake();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await subscription.stop();
+      expect(seen).toEqual(types);
+      expect(maxRunning).toBe(1);
+    });
   });
 }
