@@ -131,9 +131,8 @@ export class EngineCapacity {
   constructor(settings: EngineCapacitySettings) {
     if (!(Number.isFinite(settings.ceiling) && settings.ceiling >= 1)) throw new Error(`a concurrency ceiling must be at least 1, not ${settings.ceiling}`);
     this.ceiling = Math.floor(settings.ceiling);
-    this.estimate = Math.min(this.ceiling, Math.max(1, settings.initial ?? 16));
     this.boldStart = settings.initial === undefined ? Math.min(this.ceiling, Math.max(16, Math.floor(this.ceiling / 2))) : undefined;
-    if (this.boldStart !== undefined) this.estimate = this.boldStart;
+    this.estimate = this.boldStart ?? Math.min(this.ceiling, Math.max(1, settings.initial!));
     this.windowAnswers = settings.windowAnswers ?? 8;
     this.flatness = settings.flatness ?? 0.03;
     this.interactiveProbeGapMs = settings.interactiveProbeGapMs ?? 300_000;
