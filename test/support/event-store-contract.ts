@@ -4,6 +4,7 @@ import {
   type EventStore,
   type NewEvent,
   type RecordedEvent,
+  type Subscription,
   IdempotencyConflictError,
   WrongExpectedRevisionError,
   comparePositions,
@@ -173,54 +174,52 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
       expect(resumed.map((e) => e.type)).toEqual(['Live']);
     });
 
-    it('waits for a slow handler before delivering the next batch', async () => {
-      const name = stream('backpressure');
+    /**
+     * A subscription from the log's head that collects the types of `name`'s events, each page
+     * handled in `handleMs` (after `onPage`), and counts the handler calls running at once.
+     */
+    const slowSubscription = async (name: string, handleMs: number, onPage: (subscription: Subscription) => void = () => undefined) => {
       const mark = await store.headPosition();
+      const watched = { seen: [] as string[], maxRunning: 0 };
       let running = 0;
-      let maxRunning = 0;
-      const seen: string[] = [];
-      const subscription = store.subscribeToAll(mark ? { after: mark } : {}, async (events) => {
+      const subscription: Subscription = store.subscribeToAll(mark ? { after: mark } : {}, async (events) => {
         running += 1;
-        maxRunning = Math.max(maxRunning, running);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        seen.push(...events.filter((e) => e.streamName === name).map((e) => e.type));
+        watched.maxRunning = Math.max(watched.maxRunning, running);
+        onPage(subscription);
+        await new Promise((resolve) => setTimeout(resolve, handleMs));
+        watched.seen.push(...events.filter((e) => e.streamName === name).map((e) => e.type));
         running -= 1;
       });
+      return { subscription, watched };
+    };
+
+    it('waits for a slow handler before delivering the next batch', async () => {
+      const name = stream('backpressure');
+      const { subscription, watched } = await slowSubscription(name, 20);
       for (const type of ['A', 'B', 'C', 'D']) await store.appendToStream(name, [event(type)]);
-      await until(() => seen.length === 4);
+      await until(() => watched.seen.length === 4);
       await subscription.stop();
-      expect(seen).toEqual(['A', 'B', 'C', 'D']);
-      expect(maxRunning).toBe(1);
+      expect(watched.seen).toEqual(['A', 'B', 'C', 'D']);
+      expect(watched.maxRunning).toBe(1);
     });
 
     it('delivers every event once and in order however often a subscription is woken, while reading or waiting', async () => {
       const name = stream('wake');
-      const mark = await store.headPosition();
-      let running = 0;
-      let maxRunning = 0;
-      const seen: string[] = [];
-      const subscription = store.subscribeToAll(mark ? { after: mark } : {}, async (events) => {
-        running += 1;
-        maxRunning = Math.max(maxRunning, running);
-        // Woken while it handles a page, too.
-        subscription.wake();
-        await new Promise((resolve) => setTimeout(resolve, 5));
-        seen.push(...events.filter((e) => e.streamName === name).map((e) => e.type));
-        running -= 1;
-      });
+      // Woken while it handles a page, too.
+      const { subscription, watched } = await slowSubscription(name, 5, (handling) => handling.wake());
       const types = Array.from({ length: 12 }, (_, index) => `W${index}`);
       for (const type of types) {
         await store.appendToStream(name, [event(type)]);
         subscription.wake();
         subscription.wake();
       }
-      await until(() => seen.length === types.length);
+      await until(() => watched.seen.length === types.length);
       // Caught up: more wakes read nothing new.
       for (let index = 0; index < 5; index++) subscription.wake();
       await new Promise((resolve) => setTimeout(resolve, 100));
       await subscription.stop();
-      expect(seen).toEqual(types);
-      expect(maxRunning).toBe(1);
+      expect(watched.seen).toEqual(types);
+      expect(watched.maxRunning).toBe(1);
     });
   });
 }
