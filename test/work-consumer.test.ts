@@ -18,19 +18,25 @@ afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
+/** An embedded log in `directory` and a projector of every read model over it, closed after the test. */
+async function projectedLog(directory: string, pollIntervalMs?: number): Promise<{ eventStore: SqliteEventStore; projector: Projector }> {
+  const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'), pollIntervalMs);
+  closers.push(() => eventStore.close());
+  const readModels = openReadModelStore(join(directory, 'read-models.sqlite'));
+  closers.push(() => void readModels.close());
+  const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, pino({ level: 'silent' }));
+  await projector.start();
+  closers.push(() => projector.stop());
+  return { eventStore, projector };
+}
+
 describe('a work consumer', () => {
   it("waits for its read models to hold another process's event no longer than a read: the wait wakes the log's subscription", async () => {
     const directory = tempDir('work-consumer-wake');
     // Polls a minute apart: the projector learns of the other connection's event only by waking.
-    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'), 60_000);
-    closers.push(() => eventStore.close());
+    const { eventStore, projector } = await projectedLog(directory, 60_000);
     const otherProcess = new SqliteEventStore(join(directory, 'events.sqlite'), 60_000);
     closers.push(() => otherProcess.close());
-    const readModels = openReadModelStore(join(directory, 'read-models.sqlite'));
-    closers.push(() => void readModels.close());
-    const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, pino({ level: 'silent' }));
-    await projector.start();
-    closers.push(() => projector.stop());
     await projector.waitFor((await eventStore.appendToStream('notes-1', [{ id: randomUUID(), type: 'Noted', data: {}, metadata: { schemaVersion: 1 } }])).position, 5_000);
 
     const { position } = await otherProcess.appendToStream('notes-2', [{ id: randomUUID(), type: 'Noted', data: {}, metadata: { schemaVersion: 1 } }]);
@@ -44,14 +50,7 @@ describe('a work consumer', () => {
   // The consumer would wait up to a minute for its read models to reach a position; this test
   // gives it 20 s in all, so a stale message must be recognised, not waited out.
   it('passes over a message from another log (a position past the head) without holding the messages behind it', { timeout: 20_000 }, async () => {
-    const directory = tempDir('work-consumer');
-    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
-    closers.push(() => eventStore.close());
-    const readModels = openReadModelStore(join(directory, 'read-models.sqlite'));
-    closers.push(() => void readModels.close());
-    const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, pino({ level: 'silent' }));
-    await projector.start();
-    closers.push(() => projector.stop());
+    const { eventStore, projector } = await projectedLog(tempDir('work-consumer'));
     const messageLog = new EmbeddedMessageLog();
     closers.push(() => messageLog.close());
     await messageLog.ensureTopics([{ topic: WORK_TOPICS.finalizer, partitions: 1 }]);
