@@ -122,9 +122,8 @@ export class ReplicaPool implements InferenceEngine {
     const queued = this.scheduler.queued();
     const waiting = queued.interactive + queued.batch + queued.background;
     return this.members.map((member) => {
-      const counts = this.scheduler.inFlight(member.replica.id);
       // A replica withheld (a reload not yet checked, or one undone that could not be) serves nobody.
-      return { id: member.replica.id, inFlight: counts.interactive + counts.batch + counts.background, waiting, limit: this.limitOf(member), healthy: member.health.isUp(now) && !this.withheld.has(member.replica.id) };
+      return { id: member.replica.id, inFlight: this.requestsOn(member.replica.id), waiting, limit: this.limitOf(member), healthy: member.health.isUp(now) && !this.withheld.has(member.replica.id) };
     });
   }
 
@@ -339,8 +338,7 @@ export class ReplicaPool implements InferenceEngine {
    */
   async drained(replicaId: string, maxMs: number): Promise<boolean> {
     for (const deadline = Date.now() + maxMs; ; ) {
-      const counts = this.scheduler.inFlight(replicaId);
-      if (counts.interactive + counts.batch + counts.background === 0) return true;
+      if (this.requestsOn(replicaId) === 0) return true;
       if (Date.now() >= deadline) return false;
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
@@ -352,6 +350,12 @@ export class ReplicaPool implements InferenceEngine {
 
   isWithheld(replicaId: string): boolean {
     return this.withheld.has(replicaId);
+  }
+
+  /** Requests of every class the replica has in flight (those it holds ahead included). */
+  private requestsOn(replicaId: string): number {
+    const counts = this.scheduler.inFlight(replicaId);
+    return counts.interactive + counts.batch + counts.background;
   }
 
   /** The limits of the replicas that take work now (of `capacities`, made now where not given). */
@@ -398,10 +402,7 @@ export class ReplicaPool implements InferenceEngine {
     await Promise.all(
       this.members.map(async (member) => {
         if (!member.replica.load) return;
-        const inFlight = () => {
-          const counts = this.scheduler.inFlight(member.replica.id);
-          return counts.interactive + counts.batch + counts.background;
-        };
+        const inFlight = () => this.requestsOn(member.replica.id);
         if (inFlight() === 0 && reading % LOAD_READINGS_WHEN_IDLE !== 0) return;
         const load = await member.replica.load();
         if (!load) return;
