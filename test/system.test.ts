@@ -86,6 +86,12 @@ describe('configuration', () => {
     expect(() => loadConfig({ EVENTSTORE_URL: 'postgres:///spool' })).toThrow(/EVENTSTORE_URL=postgres:\/\/… needs a host/);
   });
 
+  it('reads MODELS_THREADS (unset: the embedding model picks from the cores), and refuses one out of range by name', () => {
+    expect(loadConfig({}).models.threads).toBeUndefined();
+    expect(loadConfig({ MODELS_THREADS: '3' }).models.threads).toBe(3);
+    for (const bad of ['0', 'two', '65']) expect(() => loadConfig({ MODELS_THREADS: bad })).toThrow(/MODELS_THREADS must be an integer from 1 to 64/);
+  });
+
   it('reads the image settings, and refuses an IMAGE_BUCKETS that names the blob store’s bucket', () => {
     expect(loadConfig({}).images).toEqual({ buckets: undefined, maxBytes: 20 * 1024 * 1024, fetchConcurrency: 4 });
     expect(loadConfig({ IMAGE_BUCKETS: 'photos, scans.example', IMAGE_MAX_BYTES: '1048576', IMAGE_FETCH_CONCURRENCY: '2' }).images).toEqual({

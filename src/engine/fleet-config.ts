@@ -93,7 +93,7 @@ export async function openFleet(settings: FleetSettings, log?: Pick<Logger, 'war
   const images = new ImageResolver(settings.s3Client, defaultRegion, imageSettings, log?.child({ component: 'images' }));
   // One embedding model per process, whatever number of replicas serve it.
   let miniLm: MiniLmModel | undefined;
-  const sharedMiniLm = () => (miniLm ??= new MiniLmModel({ modelsDir: settings.models.dir, fetch: settings.models.fetch }, log?.child({ component: 'models' })));
+  const sharedMiniLm = () => (miniLm ??= new MiniLmModel({ modelsDir: settings.models.dir, fetch: settings.models.fetch, ...(settings.models.threads ? { threads: settings.models.threads } : {}) }, log?.child({ component: 'models' })));
   const http = (id: string, kind: HttpEngineKindName, baseUrl: string, apiKey: string | undefined, timeoutMs: number, extra: Partial<HttpReplicaSettings> = {}) =>
     new HttpReplica(id, kind, baseUrl, { timeoutMs, ...(apiKey ? { apiKey } : {}), ...extra });
 

@@ -8,7 +8,7 @@ export interface FleetSettings {
   /** FLEET_FILE; undefined: one built-in replica of the default model. */
   readonly fleetFile: string | undefined;
   /** Where the built-in embedding model's files are kept, and whether they may be fetched with Maven. */
-  readonly models: { readonly dir: string; readonly fetch: boolean };
+  readonly models: { readonly dir: string; readonly fetch: boolean; readonly threads?: number | undefined };
   readonly engine: EngineSettings;
   readonly images: FleetImageSettings;
   /** An S3 client for a region, for image parts: the AWS SDK loads only when a request names one. */

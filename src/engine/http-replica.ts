@@ -28,6 +28,7 @@ export class HttpReplica implements Replica {
   readonly description: string;
   readonly weightsInProcess = false;
   readonly holdsRequests = true;
+  readonly capacityKnown = false;
   readonly servedManifest = undefined;
   /** The kept-alive connections this replica's requests go out on, in the engine I/O thread. */
   private readonly agent: string;

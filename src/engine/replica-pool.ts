@@ -32,6 +32,8 @@ interface Member {
   readonly capacity: EngineCapacity;
   /** The configured concurrency, used as is when capacity is not learned. */
   readonly ceiling: number;
+  /** Its limit is learned (EngineCapacity); false: the ceiling, always (see Replica.capacityKnown). */
+  readonly learned: boolean;
   readonly health: ReplicaHealth;
   /** Its slots given back to other processes' interactive requests. */
   readonly yielding: ReplicaYield;
@@ -83,7 +85,8 @@ export class ReplicaPool implements InferenceEngine {
     this.members = replicas.map(({ replica, concurrency }) => {
       // The built-in model runs on this process's event loop: its concurrency is what it is told.
       const capacity = new EngineCapacity({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) });
-      return { replica, capacity, ceiling: concurrency, health: new ReplicaHealth(settings.cooldownMs), yielding: new ReplicaYield(capacity) };
+      const learned = settings.learnCapacity !== false && !replica.capacityKnown;
+      return { replica, capacity, ceiling: concurrency, learned, health: new ReplicaHealth(settings.cooldownMs), yielding: new ReplicaYield(capacity) };
     });
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
     this.objective = settings.interactiveP99Ms !== undefined ? new InteractiveObjective({ p99Ms: settings.interactiveP99Ms }) : undefined;
@@ -107,9 +110,13 @@ export class ReplicaPool implements InferenceEngine {
     return this.objective.batchCap(now, counts.batch + counts.background);
   }
 
-  /** How each replica's capacity is learned now, for status reports: from its gauges or throughput alone, and where its search stands. */
-  capacityState(): Array<{ id: string; source: 'gauges' | 'throughput'; phase: string; lookahead: number | undefined }> {
-    return this.members.map((member) => ({ id: member.replica.id, source: member.capacity.source, phase: member.capacity.phase, lookahead: member.capacity.lookaheadRequests }));
+  /**
+   * How each replica's capacity is learned now, for status reports: from its gauges or throughput
+   * alone, and where its search stands; `configured` where it is not learned (its limit is its
+   * configured concurrency).
+   */
+  capacityState(): Array<{ id: string; source: 'gauges' | 'throughput' | 'configured'; phase: string; lookahead: number | undefined }> {
+    return this.members.map((member) => ({ id: member.replica.id, source: member.learned ? member.capacity.source : 'configured', phase: member.capacity.phase, lookahead: member.capacity.lookaheadRequests }));
   }
 
   get replicas(): Replica[] {
@@ -163,9 +170,9 @@ export class ReplicaPool implements InferenceEngine {
 
   /** A slot back from each replica whose batch work fills its share, once queueing persists (see ReplicaYield). */
   private yieldToInteractive(source: string, queuedMs: number | undefined): void {
-    if (this.settings.learnCapacity === false) return;
     const now = Date.now();
-    for (const member of this.members) {
+    // A replica whose limit is not learned has no slot to give back: its limit is its ceiling.
+    for (const member of this.members.filter((each) => each.learned)) {
       member.yielding.report(source, queuedMs, now, () => {
         const counts = this.scheduler.inFlight(member.replica.id);
         return counts.batch + counts.background >= slotsForWaitingWork(this.limitOf(member), this.reservedOn(member));
@@ -379,7 +386,7 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   private limitOf(member: Member): number {
-    return this.settings.learnCapacity === false ? member.ceiling : member.capacity.limit;
+    return member.learned ? member.capacity.limit : member.ceiling;
   }
 
   /** Brings back replicas that answer their health check. */

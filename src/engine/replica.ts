@@ -64,6 +64,15 @@ export interface Replica {
    * (RequestWithdrawnError).
    */
   readonly holdsRequests: boolean;
+  /**
+   * true: its configured concurrency is exactly what it can use, and its pool keeps the limit there
+   * rather than learning one: a model in this process that queues what it is sent and forms its own
+   * runs from the queue (MiniLmReplica), where the queue is what keeps its threads busy between
+   * runs and nothing behind it is shared with other processes. A throughput search reads such a
+   * queue as waiting that buys nothing and walks the limit down to a run's worth, leaving the
+   * model idle while the main loop turns its answers into the next requests.
+   */
+  readonly capacityKnown: boolean;
   /** Throws when there is no answer at all (connection refused, timeout). */
   send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse>;
   health(): Promise<boolean>;
@@ -94,6 +103,7 @@ export class BuiltinReplica implements Replica {
   readonly kind = BUILTIN_KIND;
   readonly weightsInProcess = true;
   readonly holdsRequests = false;
+  readonly capacityKnown = false;
   readonly description: string;
   constructor(
     readonly id: string,

@@ -80,10 +80,10 @@ export function observeFleet(metrics: Metrics, fleet: Fleet): void {
     pools.map(({ model, pool }) => ({ labels: { model }, value: pool.interactiveReserve() })),
   );
   const replicaLabel = (model: string, id: string, index: number) => (model === '*' ? `engine-base-url-${index}` : id);
-  metrics.readAtScrape('spool_engine_concurrency_limit', "Each replica's learned concurrency limit", ['model', 'replica'], () =>
+  metrics.readAtScrape('spool_engine_concurrency_limit', "Each replica's concurrency limit: learned, or its configured concurrency where it is not learned (the built-in embedding model)", ['model', 'replica'], () =>
     pools.flatMap(({ model, pool }) => pool.state().map((replica, index) => ({ labels: { model, replica: replicaLabel(model, replica.id, index) }, value: replica.limit }))),
   );
-  metrics.readAtScrape('spool_engine_capacity_from_gauges', "1 while a replica's limit is guarded by its engine's load gauges (fresh), 0 while it is learned from throughput alone", ['model', 'replica'], () =>
+  metrics.readAtScrape('spool_engine_capacity_from_gauges', "1 while a replica's limit is guarded by its engine's load gauges (fresh), 0 while it is learned from throughput alone or not learned", ['model', 'replica'], () =>
     pools.flatMap(({ model, pool }) => pool.capacityState().map((replica, index) => ({ labels: { model, replica: replicaLabel(model, replica.id, index) }, value: replica.source === 'gauges' ? 1 : 0 }))),
   );
   metrics.readAtScrape('spool_engine_lookahead_requests', 'Requests the cruising limit keeps waiting inside the engine, as its gauges show', ['model', 'replica'], () =>

@@ -1,16 +1,18 @@
-// The built-in embedding model's thread: onnxruntime-node runs a session synchronously on the
-// thread that calls it (its `run` only defers to the next turn of the loop), so the model runs
-// here, off the main event loop, which meanwhile serves HTTP and records the batch's lines.
-// Message in: { id, rows, formats } (token ids, each row framed by [CLS] and [SEP]; for each row,
+// One of the built-in embedding model's threads: onnxruntime-node runs a session synchronously on
+// the thread that calls it (its `run` only defers to the next turn of the loop), so the model runs
+// here, off the main event loop, which meanwhile serves HTTP and records the batch's lines. Each
+// thread has a session of its own and is given one run at a time (sentence-embedder.ts).
+// Message in: { rows, formats } (token ids, each row framed by [CLS] and [SEP]; for each row,
 // 'float' or 'base64' to have its vector written here as OpenAI's JSON gives it, or null); out:
-// { id, vectors, texts } (rows × width floats, mean-pooled over each row's tokens and scaled to
+// { vectors, width, texts } (rows × width floats, mean-pooled over each row's tokens and scaled to
 // length 1, transferred; each asked-for row's JSON: an array of numbers or a base64 string), or
-// { id, error }. The first message out is { ready: true } or { error } when the model cannot load.
+// { error }. The first message out is { ready: true } or { error } when the model cannot load.
 import { parentPort, workerData } from 'node:worker_threads';
 
 interface ThreadSettings {
   readonly model: string;
-  readonly threads?: number;
+  /** onnxruntime's threads for this session's runs. */
+  readonly threads: number;
 }
 
 const settings = workerData as ThreadSettings;
@@ -29,7 +31,11 @@ try {
   const session = await ort.InferenceSession.create(settings.model, {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
-    ...(settings.threads ? { intraOpNumThreads: settings.threads } : {}),
+    intraOpNumThreads: settings.threads,
+    // Where a session has threads of its own, they sleep between operators rather than spin: the
+    // cores are shared with the main loop and the other model threads (spinning cost a fifth more
+    // CPU per sentence on 2 cores for no more sentences a second: bench/FINDINGS.md).
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
   });
   const withTypes = session.inputNames.includes('token_type_ids');
 
@@ -58,7 +64,7 @@ try {
     for (let at = 0; at < batch; at++) meanPooledUnit(hidden, at, all[rows[at]!]!.length, length, width, into, rows[at]!);
   };
 
-  port.on('message', async (message: { id: number; rows: number[][]; formats: Array<'float' | 'base64' | null> }) => {
+  port.on('message', async (message: { rows: number[][]; formats: Array<'float' | 'base64' | null> }) => {
     try {
       const { rows } = message;
       const width = DIMENSIONS;
@@ -74,9 +80,9 @@ try {
         const vector = vectors.subarray(row * width, (row + 1) * width);
         return format === 'base64' ? `"${Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64')}"` : `[${vector.join(',')}]`;
       });
-      port.postMessage({ id: message.id, vectors, width, texts }, [vectors.buffer]);
+      port.postMessage({ vectors, width, texts }, [vectors.buffer]);
     } catch (error) {
-      port.postMessage({ id: message.id, error: error instanceof Error ? error.message : String(error) });
+      port.postMessage({ error: error instanceof Error ? error.message : String(error) });
     }
   });
   port.postMessage({ ready: true });

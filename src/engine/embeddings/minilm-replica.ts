@@ -47,6 +47,7 @@ export class MiniLmReplica implements Replica {
   readonly kind = MINILM_KIND;
   readonly weightsInProcess = true;
   readonly holdsRequests = false;
+  readonly capacityKnown = true;
   readonly servedManifest = undefined;
   readonly servedCheckpoint = `maven:${MINILM_ARTIFACT.groupId}:${MINILM_ARTIFACT.artifactId}:${MINILM_ARTIFACT.version}`;
   readonly description = `built-in ${MINILM_MODEL} (onnxruntime, CPU)`;

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { MiniLmFiles } from './minilm-files.js';
 
@@ -42,83 +43,96 @@ interface Pending {
   reject(error: unknown): void;
 }
 
+/** One of the model's threads: a session of its own, one run at a time. */
+interface ModelThread {
+  readonly worker: Worker;
+  /** The requests of the run it is working on; undefined while it is free. */
+  running: Pending[] | undefined;
+}
+
 export interface SentenceEmbedderSettings {
-  /** Most inputs in one run of the model: what has queued meanwhile goes together, up to this. */
+  /** Most inputs in one run of a thread: what has queued meanwhile goes together, up to this (a larger request runs alone). */
   readonly maxBatchInputs?: number;
-  /** onnxruntime's threads for one run; default: its own (the machine's cores). */
+  /** Threads running the model, each with a session of its own; default: the machine's cores, at most MAX_MODEL_THREADS. */
   readonly threads?: number;
 }
 
+/**
+ * Model threads by default at most: each holds its own copy of the model and its buffers (tens of
+ * MiB), and past a few, the cores serve a thread's own session better (onnxruntime's threads).
+ */
+export const MAX_MODEL_THREADS = 4;
+/** Inputs in one run by default: with MINILM_CONCURRENCY (128) in flight, two runs wait while two run. */
+const DEFAULT_BATCH_INPUTS = 32;
+
 const threadModule = new URL(import.meta.url.endsWith('.ts') ? './embedding-thread.ts' : './embedding-thread.js', import.meta.url);
 
-type FromThread = { ready: true } | { error: string; id?: number } | { id: number; vectors: Float32Array; width: number; texts: Array<string | null> };
+type FromThread = { ready: true } | { error: string } | { vectors: Float32Array; width: number; texts: Array<string | null> };
 
 /**
  * all-MiniLM-L6-v2 on onnxruntime's CPU provider: mean pooling over the attention mask, then L2
- * normalisation, as the model was trained to be used. The model runs on a thread of its own
+ * normalisation, as the model was trained to be used. The model runs on threads of its own
  * (embedding-thread.ts): onnxruntime-node runs a session synchronously on its caller's thread.
- * While one run is under way the inputs of every request that arrives queue, and the next run
- * takes them together, so concurrent requests share runs as a batching server's do.
+ * Requests queue here, and each free thread takes what has queued, whole requests up to the batch
+ * size, as one run, so concurrent requests share runs as a batching server's do.
+ *
+ * Several threads, each with its own session and one onnxruntime thread, rather than one session
+ * whose runs are split across the cores: a split run waits at every operator for its slowest
+ * part, and the main loop (recording the answers, tokenizing the next requests) takes a core from
+ * one part now and then, stalling both; separate runs each go on at their own pace. Called
+ * directly on 2 cores, two such threads embedded 5–10% more sentences a second than one session
+ * on two (bench/FINDINGS.md, 2026-11-29 night).
  */
 export class SentenceEmbedder {
   private readonly queue: Pending[] = [];
-  private running = false;
+  private scheduled = false;
   private runCount = 0;
-  private nextRun = 0;
-  private readonly runs_ = new Map<number, { resolve(embedded: Embedded): void; reject(error: unknown): void }>();
   private failure: Error | undefined;
   private readonly maxBatchInputs: number;
   private readonly clsId: number;
   private readonly sepId: number;
 
   private constructor(
-    private readonly thread: Worker,
+    private readonly threads: readonly ModelThread[],
     private readonly tokenizer: { encode(text: string): { ids: number[] } },
     readonly vocabularySize: number,
     settings: SentenceEmbedderSettings,
   ) {
-    this.maxBatchInputs = settings.maxBatchInputs ?? 64;
+    this.maxBatchInputs = settings.maxBatchInputs ?? DEFAULT_BATCH_INPUTS;
     const ids = tokenizer.encode('');
     this.clsId = ids.ids[0]!;
     this.sepId = ids.ids[ids.ids.length - 1]!;
-    thread.on('message', (message: FromThread) => {
-      if (!('id' in message) || message.id === undefined) return;
-      const run = this.runs_.get(message.id);
-      this.runs_.delete(message.id);
-      if ('error' in message) return run?.reject(new Error(`the embedding model failed: ${message.error}`));
-      const vectors: Float32Array[] = [];
-      for (let at = 0; at < message.vectors.length; at += message.width) vectors.push(message.vectors.subarray(at, at + message.width));
-      run?.resolve({ vectors, texts: message.texts });
-    });
-    thread.once('exit', (code) => this.fail(new Error(`the embedding model's thread stopped (exit ${code})`)));
-    thread.once('error', (error) => this.fail(error));
+    for (const thread of threads) {
+      thread.worker.on('message', (message: FromThread) => this.answered(thread, message));
+      thread.worker.once('exit', (code) => this.fail(new Error(`the embedding model's thread stopped (exit ${code})`)));
+      thread.worker.once('error', (error) => this.fail(error));
+    }
   }
 
-  /** Loads the model on its thread; the tokenizer is imported only here, by a process that serves it. */
+  /** Loads the model on its threads; the tokenizer is imported only here, by a process that serves it. */
   static async load(files: MiniLmFiles, settings: SentenceEmbedderSettings = {}): Promise<SentenceEmbedder> {
     const [{ Tokenizer }, tokenizerJson] = await Promise.all([import('@huggingface/tokenizers'), readFile(files.tokenizer, 'utf8')]);
     const parsed = JSON.parse(tokenizerJson) as { model: { vocab: Record<string, number> } };
     const tokenizer = new Tokenizer(parsed, TOKENIZER_CONFIG);
-    const thread = new Worker(threadModule, { workerData: { model: files.model, ...(settings.threads ? { threads: settings.threads } : {}) } });
-    // The model's thread never holds the process open: the fleet's stop ends it.
-    thread.unref();
-    await new Promise<void>((resolve, reject) => {
-      const early = (code: number) => reject(new Error(`the embedding model's thread stopped while loading (exit ${code})`));
-      // An error thrown in the thread before it answers: a rejection here, never an unhandled 'error'.
-      const failed = (error: Error) => reject(new Error(`the embedding model could not be loaded: ${error.message}`));
-      thread.once('exit', early);
-      thread.once('error', failed);
-      thread.once('message', (message: FromThread) => {
-        thread.off('exit', early);
-        thread.off('error', failed);
-        if ('ready' in message) resolve();
-        else {
-          void thread.terminate();
-          reject(new Error(`the embedding model could not be loaded: ${'error' in message ? message.error : 'no answer'}`));
-        }
-      });
-    });
-    return new SentenceEmbedder(thread, tokenizer, Object.keys(parsed.model.vocab).length, settings);
+    const cores = availableParallelism();
+    const count = Math.max(1, settings.threads ?? Math.min(cores, MAX_MODEL_THREADS));
+    // The cores shared out: one onnxruntime thread each on 2 cores, four each for 4 threads on 16.
+    const workerData = { model: files.model, threads: Math.max(1, Math.floor(cores / count)) };
+    const workers = Array.from({ length: count }, () => new Worker(threadModule, { workerData }));
+    // The model's threads never hold the process open: the fleet's stop ends them.
+    for (const worker of workers) worker.unref();
+    try {
+      await Promise.all(workers.map(loaded));
+    } catch (error) {
+      await Promise.all(workers.map((worker) => worker.terminate()));
+      throw error;
+    }
+    return new SentenceEmbedder(
+      workers.map((worker) => ({ worker, running: undefined })),
+      tokenizer,
+      Object.keys(parsed.model.vocab).length,
+      settings,
+    );
   }
 
   /** false once its thread has stopped: a new one must be loaded. */
@@ -155,78 +169,97 @@ export class SentenceEmbedder {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       this.queue.push({ inputs, format, resolve, reject });
-      if (this.running) return;
-      // An idle model starts after the current turn of the event loop: the requests its pool sends
+      if (this.scheduled) return;
+      // Free threads start after the current turn of the event loop: the requests its pool sends
       // together (as slots free up all at once when a run's answers come back) go in one run, not
       // a run of one followed by one of the rest.
-      this.running = true;
-      setImmediate(() => void this.drain());
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.dispatch();
+      });
     });
   }
 
-  /** Runs of the model so far (a run holds every request queued when it began, up to the batch size). */
+  /** Runs of the model so far (a run holds the requests queued when a thread took it, up to the batch size). */
   get runs(): number {
     return this.runCount;
   }
 
+  /** The threads running the model. */
+  get threadCount(): number {
+    return this.threads.length;
+  }
+
+  /** Its threads working on a run now. */
+  get threadsRunning(): number {
+    return this.threads.filter((thread) => thread.running).length;
+  }
+
   async close(): Promise<void> {
     this.fail(new Error('the embedding model was closed'));
-    await this.thread.terminate();
+    await Promise.all(this.threads.map((thread) => thread.worker.terminate()));
   }
 
   private fail(error: Error): void {
     this.failure ??= error;
-    for (const run of this.runs_.values()) run.reject(error);
-    this.runs_.clear();
+    for (const thread of this.threads) {
+      for (const pending of thread.running ?? []) pending.reject(error);
+      thread.running = undefined;
+    }
     for (const pending of this.queue.splice(0)) pending.reject(error);
   }
 
-  private async drain(): Promise<void> {
-    try {
-      while (this.queue.length > 0) {
-        // Whole requests, in arrival order, up to the batch size (a request larger than it runs alone).
-        const taken: Pending[] = [this.queue.shift()!];
-        let count = taken[0]!.inputs.length;
-        while (this.queue.length > 0 && count + this.queue[0]!.inputs.length <= this.maxBatchInputs) {
-          count += this.queue[0]!.inputs.length;
-          taken.push(this.queue.shift()!);
-        }
-        try {
-          const embedded = await this.run(
-            taken.flatMap((pending) => pending.inputs),
-            taken.flatMap((pending) => pending.inputs.map(() => pending.format)),
-          );
-          let at = 0;
-          for (const pending of taken) {
-            const end = at + pending.inputs.length;
-            pending.resolve({ vectors: embedded.vectors.slice(at, end), texts: embedded.texts.slice(at, end) });
-            at = end;
-          }
-        } catch (error) {
-          for (const pending of taken) pending.reject(error);
-        }
+  /** Gives each free thread a run: whole requests in arrival order, up to the batch size (a larger one runs alone). */
+  private dispatch(): void {
+    for (const thread of this.threads) {
+      if (this.failure || this.queue.length === 0) return;
+      if (thread.running) continue;
+      const taken: Pending[] = [this.queue.shift()!];
+      let count = taken[0]!.inputs.length;
+      while (this.queue.length > 0 && count + this.queue[0]!.inputs.length <= this.maxBatchInputs) {
+        count += this.queue[0]!.inputs.length;
+        taken.push(this.queue.shift()!);
       }
-    } finally {
-      this.running = false;
+      thread.running = taken;
+      this.runCount += 1;
+      thread.worker.postMessage({ rows: taken.flatMap((pending) => pending.inputs), formats: taken.flatMap((pending) => pending.inputs.map(() => pending.format)) });
     }
   }
 
-  /** Runs of at most maxBatchInputs on the model's thread, each padded to its longest input. */
-  private async run(inputs: readonly TokenIds[], formats: ReadonlyArray<VectorFormat | null>): Promise<Embedded> {
-    const vectors: Float32Array[] = [];
-    const texts: Array<string | null> = [];
-    for (let start = 0; start < inputs.length; start += this.maxBatchInputs) {
-      const rows = inputs.slice(start, start + this.maxBatchInputs);
-      this.runCount += 1;
-      const id = this.nextRun++;
-      const part = await new Promise<Embedded>((resolve, reject) => {
-        if (this.failure) return reject(this.failure);
-        this.runs_.set(id, { resolve, reject });
-        this.thread.postMessage({ id, rows, formats: formats.slice(start, start + this.maxBatchInputs) });
-      });
-      vectors.push(...part.vectors);
-      texts.push(...part.texts);
+  private answered(thread: ModelThread, message: FromThread): void {
+    const taken = thread.running;
+    if (!taken) return;
+    thread.running = undefined;
+    if ('error' in message) {
+      const error = new Error(`the embedding model failed: ${message.error}`);
+      for (const pending of taken) pending.reject(error);
+    } else if ('vectors' in message) {
+      let row = 0;
+      for (const pending of taken) {
+        const vectors: Float32Array[] = [];
+        for (let at = 0; at < pending.inputs.length; at++, row++) vectors.push(message.vectors.subarray(row * message.width, (row + 1) * message.width));
+        pending.resolve({ vectors, texts: message.texts.slice(row - pending.inputs.length, row) });
+      }
     }
-    return { vectors, texts };
+    // What queued while it ran goes at once: the thread is not kept waiting for the answers' turn.
+    this.dispatch();
   }
+}
+
+/** Resolves once a model thread has loaded its session; rejects with why it could not. */
+function loaded(worker: Worker): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const early = (code: number) => reject(new Error(`the embedding model's thread stopped while loading (exit ${code})`));
+    // An error thrown in the thread before it answers: a rejection here, never an unhandled 'error'.
+    const failed = (error: Error) => reject(new Error(`the embedding model could not be loaded: ${error.message}`));
+    worker.once('exit', early);
+    worker.once('error', failed);
+    worker.once('message', (message: FromThread) => {
+      worker.off('exit', early);
+      worker.off('error', failed);
+      if ('ready' in message) resolve();
+      else reject(new Error(`the embedding model could not be loaded: ${'error' in message ? message.error : 'no answer'}`));
+    });
+  });
 }
