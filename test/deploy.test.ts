@@ -148,6 +148,16 @@ describe('deploy/ manifests', () => {
     }
   });
 
+  it('pull every image other than Spool’s own at a named release: none at latest, none untagged', () => {
+    const images = [
+      ...Object.entries(composeFile.services).filter(([, service]) => service.image).map(([name, service]) => ({ where: `compose ${name}`, image: String(service.image) })),
+      ...workloads.flatMap((workload) => [...(podSpec(workload).initContainers ?? []), ...podSpec(workload).containers].map((container: any) => ({ where: `${workload.kind} ${workload.metadata.name}`, image: String(container.image) }))),
+    ].filter(({ image }) => image !== SPOOL_IMAGE);
+    expect(images.length).toBeGreaterThan(5);
+    // The tag is what follows the last colon after the last slash (a registry's port is before it).
+    for (const { where, image } of images) expect(image.split('/').at(-1)!.split(':')[1] ?? 'untagged', `${where}: ${image}`).toMatch(/^(?!latest$)[\w][\w.-]*$/);
+  });
+
   it('describe a fleet the service accepts', () => {
     const directory = tempDir('fleet');
     const texts = [read('deploy/fleet.json'), ...kubernetes.fleetJson];
