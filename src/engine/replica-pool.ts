@@ -1,14 +1,13 @@
 import type { RequestOutcome } from './scheduling/capacity-window.js';
-import { EngineCapacity } from './scheduling/engine-capacity.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, StreamCutError } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
 import type { Replica, ReplicaResponse } from './replica.js';
+import { ReplicaMember } from './replica-member.js';
 import type { ServiceClass } from './scheduling/urgency.js';
 import type { FleetShare } from './scheduling/interactive-headroom.js';
-import { requestsHeldAhead, slotsForWaitingWork } from './scheduling/hold-ahead.js';
-import { InteractiveQueueing, ReplicaYield } from './scheduling/interactive-yield.js';
-import { ReplicaHealth } from './scheduling/replica-health.js';
+import { slotsForWaitingWork } from './scheduling/hold-ahead.js';
+import { InteractiveQueueing } from './scheduling/interactive-yield.js';
 import { InteractiveObjective } from './scheduling/interactive-objective.js';
 import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduling/scheduler.js';
 import { backoffDelay } from '../platform/retry.js';
@@ -25,18 +24,6 @@ export interface PoolSettings {
   readonly learnCapacity?: boolean;
   /** The objective for this model's interactive requests: their p99 in ms, waiting included (InteractiveObjective). */
   readonly interactiveP99Ms?: number;
-}
-
-interface Member {
-  readonly replica: Replica;
-  readonly capacity: EngineCapacity;
-  /** The configured concurrency, used as is when capacity is not learned. */
-  readonly ceiling: number;
-  /** Its limit is learned (EngineCapacity); false: the ceiling, always (see Replica.capacityKnown). */
-  readonly learned: boolean;
-  readonly health: ReplicaHealth;
-  /** Its slots given back to other processes' interactive requests. */
-  readonly yielding: ReplicaYield;
 }
 
 /** A request waiting in the scheduler for a slot. */
@@ -64,7 +51,7 @@ export class ReplicaPool implements InferenceEngine {
   /** Replicas held out of the scheduling (withhold). */
   private readonly withheld = new Set<string>();
   readonly description: string;
-  private readonly members: Member[];
+  private readonly members: ReplicaMember[];
   private readonly scheduler = new FleetScheduler<Waiting>();
   private nextId = 0;
   private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
@@ -82,12 +69,7 @@ export class ReplicaPool implements InferenceEngine {
     private readonly images?: ImageResolver,
   ) {
     if (replicas.length === 0) throw new Error(`model ${model} has no replica`);
-    this.members = replicas.map(({ replica, concurrency }) => {
-      // The built-in model runs on this process's event loop: its concurrency is what it is told.
-      const capacity = new EngineCapacity({ ceiling: concurrency, ...(settings.learnCapacity === false || replica.weightsInProcess ? { initial: concurrency } : {}) });
-      const learned = settings.learnCapacity !== false && !replica.capacityKnown;
-      return { replica, capacity, ceiling: concurrency, learned, health: new ReplicaHealth(settings.cooldownMs), yielding: new ReplicaYield(capacity) };
-    });
+    this.members = replicas.map(({ replica, concurrency }) => new ReplicaMember(replica, concurrency, settings));
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
     this.objective = settings.interactiveP99Ms !== undefined ? new InteractiveObjective({ p99Ms: settings.interactiveP99Ms }) : undefined;
   }
@@ -115,8 +97,8 @@ export class ReplicaPool implements InferenceEngine {
    * alone, and where its search stands; `configured` where it is not learned (its limit is its
    * configured concurrency).
    */
-  capacityState(): Array<{ id: string; source: 'gauges' | 'throughput' | 'configured'; phase: string; lookahead: number | undefined }> {
-    return this.members.map((member) => ({ id: member.replica.id, source: member.learned ? member.capacity.source : 'configured', phase: member.capacity.phase, lookahead: member.capacity.lookaheadRequests }));
+  capacityState(): Array<ReturnType<ReplicaMember['capacityState']>> {
+    return this.members.map((member) => member.capacityState());
   }
 
   get replicas(): Replica[] {
@@ -130,7 +112,7 @@ export class ReplicaPool implements InferenceEngine {
     const waiting = queued.interactive + queued.batch + queued.background;
     return this.members.map((member) => {
       // A replica withheld (a reload not yet checked, or one undone that could not be) serves nobody.
-      return { id: member.replica.id, inFlight: this.requestsOn(member.replica.id), waiting, limit: this.limitOf(member), healthy: member.health.isUp(now) && !this.withheld.has(member.replica.id) };
+      return { id: member.replica.id, inFlight: this.requestsOn(member.replica.id), waiting, limit: member.limit, healthy: member.health.isUp(now) && !this.withheld.has(member.replica.id) };
     });
   }
 
@@ -175,7 +157,7 @@ export class ReplicaPool implements InferenceEngine {
     for (const member of this.members.filter((each) => each.learned)) {
       member.yielding.report(source, queuedMs, now, () => {
         const counts = this.scheduler.inFlight(member.replica.id);
-        return counts.batch + counts.background >= slotsForWaitingWork(this.limitOf(member), this.reservedOn(member));
+        return counts.batch + counts.background >= slotsForWaitingWork(member.limit, this.reservedOn(member));
       });
     }
   }
@@ -213,8 +195,8 @@ export class ReplicaPool implements InferenceEngine {
       const counts = this.scheduler.inFlight(member.replica.id);
       const inFlight = counts.interactive + counts.batch + counts.background;
       const reserved = this.reservedOn(member);
-      const limit = this.limitOf(member);
-      const ahead = this.aheadOf(member);
+      const limit = member.limit;
+      const ahead = member.ahead;
       const startedAt = Date.now();
       let outcome: RequestOutcome = 'failed';
       let answered = false;
@@ -287,7 +269,7 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   /** Waits until the scheduler gives the request a slot; a caller that gives up leaves the queue. */
-  private slot(request: EngineRequest, avoid: ReadonlySet<string>): Promise<{ id: string; member: Member }> {
+  private slot(request: EngineRequest, avoid: ReadonlySet<string>): Promise<{ id: string; member: ReplicaMember }> {
     const id = String(this.nextId++);
     return new Promise((resolve, reject) => {
       const signal = request.signal;
@@ -324,7 +306,7 @@ export class ReplicaPool implements InferenceEngine {
     // With every replica left out, they are all tried again rather than none; a withheld one never.
     return this.members.map((member) => ({
       id: member.replica.id,
-      limit: this.limitOf(member) + this.aheadOf(member),
+      limit: member.limit + member.ahead,
       ceiling: member.ceiling,
       available: !this.withheld.has(member.replica.id) && (!anyHealthy || member.health.isUp(now)),
     }));
@@ -373,20 +355,11 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */
-  private reservedOn(member: Member): number {
+  private reservedOn(member: ReplicaMember): number {
     // Asked for every batch line: the capacities are made once, not once for the total and again for the reserve.
     const capacities = this.capacities();
     const total = this.totalLimit(capacities);
-    return total > 0 ? (this.scheduler.reserve(capacities) * this.limitOf(member)) / total : 0;
-  }
-
-  /** Requests the replica may hold beyond its limit, when it can hold them (see requestsHeldAhead). */
-  private aheadOf(member: Member): number {
-    return member.replica.holdsRequests ? requestsHeldAhead(this.limitOf(member), member.capacity.latencyFloorMs) : 0;
-  }
-
-  private limitOf(member: Member): number {
-    return member.learned ? member.capacity.limit : member.ceiling;
+    return total > 0 ? (this.scheduler.reserve(capacities) * member.limit) / total : 0;
   }
 
   /** Brings back replicas that answer their health check. */
@@ -413,16 +386,9 @@ export class ReplicaPool implements InferenceEngine {
         if (inFlight() === 0 && reading % LOAD_READINGS_WHEN_IDLE !== 0) return;
         const load = await member.replica.load();
         if (!load) return;
-        // In use as the engine answered: what this process has in it, and the slots it keeps free
-        // for interactive requests; of those, the whole slots that neither its own interactive
-        // requests use nor, on average, those of other processes (the API's on the Kafka shape).
-        // Against the reserve itself, sized for the tail of the interactive load, every burst would
-        // read as the batch taking it, and the batch would shed, reading after reading, and never
-        // grow back while interactive requests are served.
-        const reserved = this.reservedOn(member);
-        const remote = (this.scheduler.remoteInteractiveInService() * this.limitOf(member)) / Math.max(1, this.totalLimit());
-        const freeWanted = Math.max(0, Math.ceil(reserved - 1e-9) - this.scheduler.inFlight(member.replica.id).interactive - remote);
-        member.capacity.observeLoad(load, Date.now(), inFlight() + reserved, freeWanted);
+        // Other processes' interactive requests in service (the API's on the Kafka shape), this replica's share of them.
+        const remoteInteractive = (this.scheduler.remoteInteractiveInService() * member.limit) / Math.max(1, this.totalLimit());
+        member.observeLoad(load, { inFlight: inFlight(), reserved: this.reservedOn(member), ownInteractive: this.scheduler.inFlight(member.replica.id).interactive, remoteInteractive });
       }),
     );
     this.dispatch();
