@@ -1,8 +1,10 @@
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
+import { packageRoot } from '../src/platform/package-root.js';
 import { waitUntil } from './support/batch-helpers.js';
 import { eventStoreContract } from './support/event-store-contract.js';
 import { tempDir } from './support/service.js';
@@ -79,8 +81,8 @@ describe('the embedded event store on disk', () => {
 
   it('gives two subscriptions every event once and in order, sharing the pages they both read, while this process and another append', async () => {
     const path = join(tempDir('events-shared-pages'), 'events.sqlite');
-    const store = new SqliteEventStore(path, 10);
-    const other = new SqliteEventStore(path, 10);
+    const store = new SqliteEventStore(path, { pollIntervalMs: 10 });
+    const other = new SqliteEventStore(path, { pollIntervalMs: 10 });
     const event = (n: number) => ({ id: randomUUID(), type: 'Counted', data: { n }, metadata: { schemaVersion: 1 } });
     const total = 2_600;
     const seen: RecordedEvent[][] = [[], []];
@@ -110,9 +112,9 @@ describe('the embedded event store on disk', () => {
 
   it("reads another process's event when woken, not at its next poll", async () => {
     const path = join(tempDir('events-wake'), 'events.sqlite');
-    // A poll a minute apart: only wake() can bring the other connection's event in time.
-    const store = new SqliteEventStore(path, 60_000);
-    const other = new SqliteEventStore(path, 60_000);
+    // A poll a minute apart, and other processes' commits not listened for: only wake() can bring the other connection's event in time.
+    const store = new SqliteEventStore(path, { pollIntervalMs: 60_000, watchOtherProcesses: false });
+    const other = new SqliteEventStore(path, { pollIntervalMs: 60_000, watchOtherProcesses: false });
     const seen: number[] = [];
     const subscription = store.subscribeToAll({}, async (events) => {
       seen.push(...events.map((recorded) => recorded.data.n as number));
@@ -129,4 +131,49 @@ describe('the embedded event store on disk', () => {
     await other.close();
     await store.close();
   });
+
+  it("hears another process's commit as it happens, not at its next poll, and its own commits do not wake it twice", async () => {
+    const path = join(tempDir('events-heard'), 'events.sqlite');
+    const store = new SqliteEventStore(path, { pollIntervalMs: 60_000 });
+    const pages: number[][] = [];
+    const subscription = store.subscribeToAll({}, async (events) => {
+      pages.push(events.map((recorded) => recorded.data.n as number));
+    });
+    expect(store.hearsOtherProcesses).toBe(true);
+    const reads = countReads(store);
+    await store.appendToStream('heard', [{ id: randomUUID(), type: 'Counted', data: { n: 1 }, metadata: { schemaVersion: 1 } }]);
+    await waitUntil(() => pages.flat().length === 1);
+    // Its own commit is heard through the marker as well: told apart, it costs no second read.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(reads()).toBe(2);
+    // A real second process appends and exits; the poll is a minute away.
+    const started = Date.now();
+    execFileSync(process.execPath, ['--input-type=module', '-e', ANOTHER_PROCESS_APPENDS], { env: { EVENTS_FILE: path, N: '2' } });
+    await waitUntil(() => pages.flat().length === 2, 5_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(pages.flat()).toEqual([1, 2]);
+    await subscription.stop();
+    await store.close();
+  });
 });
+
+/** Another process: opens the log file named by EVENTS_FILE, appends one event carrying N, closes. */
+const ANOTHER_PROCESS_APPENDS = `
+  import { randomUUID } from 'node:crypto';
+  import { SqliteEventStore } from ${JSON.stringify(join(packageRoot, 'dist/src/event-store/sqlite-event-store.js'))};
+  const store = new SqliteEventStore(process.env.EVENTS_FILE);
+  await store.appendToStream('heard', [{ id: randomUUID(), type: 'Counted', data: { n: Number(process.env.N) }, metadata: { schemaVersion: 1 } }]);
+  await store.close();
+`;
+
+/** Counts the store's reads of the log's pages from now on (its subscriptions' reads). */
+function countReads(store: SqliteEventStore): () => number {
+  const target = store as unknown as { readAllSync: (...args: unknown[]) => unknown };
+  const original = target.readAllSync.bind(store);
+  let count = 0;
+  target.readAllSync = (...args: unknown[]) => {
+    count += 1;
+    return original(...args);
+  };
+  return () => count;
+}

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { preparePrivateDatabaseFile } from '../platform/private-files.js';
 import { pollingSubscription } from './polling-subscription.js';
+import { SharedFileCommits } from './shared-file-commits.js';
 import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 import {
   type AppendResult,
@@ -61,11 +62,25 @@ export class SqliteEventStore implements EventStore {
   /** The page a subscription read last, for the next subscription that asks for it (readPage). */
   private lastPage: { readonly from: number; readonly maxCount: number; readonly events: readonly RecordedEvent[] } | undefined;
 
+  /** Other processes' commits to the file, heard as they happen (SharedFileCommits). */
+  private readonly commits: SharedFileCommits;
+  private readonly pollIntervalMs: number;
+  private readonly watchOtherProcesses: boolean;
+  /** SQLite's data_version when last read: it moves only when another connection commits. */
+  private dataVersion: number;
+
   constructor(
     path: string,
-    /** How often a subscription looks for events that another process appended. */
-    private readonly pollIntervalMs = 50,
+    options: {
+      /** How often a subscription looks for events that another process appended (the fallback where they are not heard). */
+      readonly pollIntervalMs?: number;
+      /** Hear other processes' commits through the file system's notifications (default); false: the poll alone. */
+      readonly watchOtherProcesses?: boolean;
+    } = {},
   ) {
+    this.pollIntervalMs = options.pollIntervalMs ?? 50;
+    this.watchOtherProcesses = options.watchOtherProcesses ?? true;
+    this.commits = new SharedFileCommits(path);
     preparePrivateDatabaseFile(path);
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
@@ -105,6 +120,7 @@ export class SqliteEventStore implements EventStore {
       ),
       head: this.db.prepare<[], { position: number | null }>('SELECT max(position) AS position FROM events'),
     };
+    this.dataVersion = this.db.pragma('data_version', { simple: true }) as number;
     this.appendInSavepoint = this.db.transaction((streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) =>
       this.appendInTransaction(streamName, events, expected, recordedAt),
     );
@@ -159,7 +175,10 @@ export class SqliteEventStore implements EventStore {
       for (const append of queued) append.reject(error);
       return;
     }
-    if (wrote) this.appended.emit('appended');
+    if (wrote) {
+      this.commits.committed();
+      this.appended.emit('appended');
+    }
     queued.forEach((append, index) => {
       const outcome = settled[index]!;
       if ('error' in outcome) append.reject(outcome.error);
@@ -291,13 +310,29 @@ export class SqliteEventStore implements EventStore {
       onStop: () => this.subscriptions.delete(subscription),
     });
     this.subscriptions.add(subscription);
+    if (this.watchOtherProcesses) this.commits.watch(() => this.otherProcessMayHaveCommitted());
     return subscription;
+  }
+
+  /** The marker moved: subscriptions read now if another connection committed (not where it was this one's own commit). */
+  private otherProcessMayHaveCommitted(): void {
+    if (!this.db.open) return;
+    const version = this.db.pragma('data_version', { simple: true }) as number;
+    if (version === this.dataVersion) return;
+    this.dataVersion = version;
+    this.appended.emit('appended');
+  }
+
+  /** Whether other processes' commits are heard as they happen (false: found by the poll alone). */
+  get hearsOtherProcesses(): boolean {
+    return this.commits.watching;
   }
 
   async close(): Promise<void> {
     await Promise.all([...this.subscriptions].map((subscription) => subscription.stop()));
     // Appends asked for before close are committed, not lost with the connection.
     this.commitQueued();
+    this.commits.close();
     this.db.close();
   }
 }
