@@ -53,7 +53,7 @@ export function writeResults(results: Results): void {
       when(results.kafka) + ` Median of ${k.rounds} round${k.rounds === 1 ? '' : 's'}.`,
       '',
       `The same ${k.lines.toLocaleString('en')}-line batch, upstream (${k.latencyMs} ms, at most ${k.concurrency} at once) and bare loop, against Spool scaled out (bench/kafka-deployment.ts): a real Kafka 3.9 broker on loopback, and the API (\`spool serve\`), the relay, a validator, a finalizer and two inference processors as seven separate processes, ` +
-        `sharing one embedded event log file and one blob directory (EventStoreDB and S3 cannot run here; the processes see each other's appends by polling the file every 50 ms). Each inference processor has ENGINE_CONCURRENCY=${Math.floor(k.concurrency / 2)}, so the upstream's cap is the same.`,
+        `sharing one embedded event log file and one blob directory (EventStoreDB and S3 cannot run here; the processes hear each other's commits through a marker file they watch, and poll the file every 50 ms as a fallback). Each inference processor has ENGINE_CONCURRENCY=${Math.floor(k.concurrency / 2)}, so the upstream's cap is the same.`,
       '',
       '| bare loop | spool on Kafka, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | peak RSS of the largest process | chunks run by each inference processor |',
       '|---|---|---|---|---|---|---|',
