@@ -135,7 +135,7 @@ export class SentenceEmbedder {
     );
   }
 
-  /** false once its thread has stopped: a new one must be loaded. */
+  /** false once one of its threads has stopped: a new embedder must be loaded. */
   get usable(): boolean {
     return this.failure === undefined;
   }
