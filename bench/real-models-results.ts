@@ -24,6 +24,11 @@ export function realModelsSections(results: Results, format: ResultsFormat): { s
     '| onnxruntime directly | spool, end to end | spool / direct | target | CPU per sentence (direct / spool, every thread) | spool peak RSS |',
     '|---|---|---|---|---|---|',
     `| ${fixed(e.directSentencesPerSecond, 0)} sentences/s | ${fixed(e.spoolSentencesPerSecond, 0)} sentences/s | ${percent(e.ratio)} | ≥ 85% | ${fixed(e.directCpuMsPerSentence, 2)} / ${fixed(e.spoolCpuMsPerSentence, 2)} ms | ${fixed(e.spoolPeakRssMiB, 0)} MiB |`,
+    ...(e.previous
+      ? [
+          `| previous build (${e.previous.build}), same rounds | ${fixed(e.previous.spoolSentencesPerSecond, 0)} sentences/s | ${percent(e.previous.ratio)} | ≥ 85% | ${fixed(e.directCpuMsPerSentence, 2)} / ${fixed(e.previous.spoolCpuMsPerSentence, 2)} ms | ${fixed(e.previous.spoolPeakRssMiB, 0)} MiB |`,
+        ]
+      : []),
     '',
     `**Time to first token.** The upstream simulator\'s continuous-batching engine (bench/upstream.ts --engine continuous, its default calibration), standing in for a vLLM server. ${t.requests} streamed chat requests (8 tokens) one at a time, ` +
       'alternately to the engine directly and through `/compat/v1` of a service whose FLEET_FILE names it as a `vllm` replica, after 10 of each to warm up; the time from sending to the first piece of text.',

@@ -11,7 +11,7 @@ import { MAX_INPUT_TOKENS } from '../src/engine/embeddings/sentence-embedder.js'
 import { packageRoot } from '../src/platform/package-root.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { cpuSeconds, median, peakRssMiB } from './measurements.js';
-import { BENCH_API_KEY, startSpool } from './spool.js';
+import { BENCH_API_KEY, previousCommit, startSpool } from './spool.js';
 
 export interface EmbeddingThroughput {
   readonly lines: number;
@@ -25,6 +25,14 @@ export interface EmbeddingThroughput {
   readonly directCpuMsPerSentence: number;
   readonly spoolCpuMsPerSentence: number;
   readonly spoolPeakRssMiB: number;
+  /** The same batch through the previous build (BENCH_PREVIOUS_BUILD), in the same rounds. */
+  readonly previous?: {
+    readonly build: string;
+    readonly spoolSentencesPerSecond: number;
+    readonly ratio: number;
+    readonly spoolCpuMsPerSentence: number;
+    readonly spoolPeakRssMiB: number;
+  };
 }
 
 export interface FirstToken {
@@ -89,9 +97,10 @@ async function directEmbedding(files: MiniLmFiles, texts: readonly string[], bat
   return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
 }
 
-/** A batch of `texts` on job-embeddings through a fresh service: upload to output downloaded. */
-async function spoolEmbedding(texts: readonly string[], work: string): Promise<{ seconds: number; cpuSeconds: number; peakRssMiB: number }> {
-  const service = await startSpool(mkdtempSync(join(work, 'data-')));
+/** A batch of `texts` on job-embeddings through a fresh service (of `build`, a checkout's root, where given): upload to output downloaded. */
+async function spoolEmbedding(texts: readonly string[], work: string, modelsDir: string, build?: string): Promise<{ seconds: number; cpuSeconds: number; peakRssMiB: number }> {
+  // Both builds read the model from the same folder: the same files, fetched once.
+  const service = await startSpool(mkdtempSync(join(work, 'data-')), { MODELS_DIR: modelsDir }, build);
   try {
     const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const lines = texts.map((input, index) => JSON.stringify({ custom_id: `s-${index}`, method: 'POST', url: '/v1/embeddings', body: { model: 'all-minilm-l6-v2', input } }));
@@ -162,20 +171,24 @@ async function firstToken(requests: number, work: string): Promise<FirstToken> {
   }
 }
 
-export async function benchRealModels(options: { rounds: number; lines: number; requests: number }): Promise<RealModelsResult> {
+export async function benchRealModels(options: { rounds: number; lines: number; requests: number; previous?: string }): Promise<RealModelsResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-models-'));
   try {
     const modelsDir = loadConfig({}).models.dir;
     const files = cachedMiniLmFiles(modelsDir) ?? (await fetchMiniLmFiles(modelsDir));
     const texts = sentences(options.lines);
     const batchSize = 64;
-    const rounds: Array<{ direct: Awaited<ReturnType<typeof directEmbedding>>; spool: Awaited<ReturnType<typeof spoolEmbedding>> }> = [];
+    type SpoolRun = Awaited<ReturnType<typeof spoolEmbedding>>;
+    const rounds: Array<{ direct: Awaited<ReturnType<typeof directEmbedding>>; spool: SpoolRun; previous?: SpoolRun }> = [];
     for (let round = 0; round < options.rounds; round++) {
       const direct = await directEmbedding(files, texts, batchSize);
-      const spool = await spoolEmbedding(texts, work);
-      process.stdout.write(`real-models round ${round + 1}: direct ${(texts.length / direct.seconds).toFixed(0)}/s, spool ${(texts.length / spool.seconds).toFixed(0)}/s\n`);
-      rounds.push({ direct, spool });
+      const spool = await spoolEmbedding(texts, work, modelsDir);
+      const previous = options.previous ? await spoolEmbedding(texts, work, modelsDir, options.previous) : undefined;
+      const rate = (run: SpoolRun) => (texts.length / run.seconds).toFixed(0);
+      process.stdout.write(`real-models round ${round + 1}: direct ${(texts.length / direct.seconds).toFixed(0)}/s, spool ${rate(spool)}/s${previous ? `, previous build ${rate(previous)}/s` : ''}\n`);
+      rounds.push({ direct, spool, ...(previous ? { previous } : {}) });
     }
+    const previousRuns = rounds.flatMap((round) => (round.previous ? [{ direct: round.direct, spool: round.previous }] : []));
     const embeddings: EmbeddingThroughput = {
       lines: options.lines,
       batchSize,
@@ -185,6 +198,17 @@ export async function benchRealModels(options: { rounds: number; lines: number; 
       directCpuMsPerSentence: median(rounds.map((round) => (round.direct.cpuSeconds * 1000) / options.lines)),
       spoolCpuMsPerSentence: median(rounds.map((round) => (round.spool.cpuSeconds * 1000) / options.lines)),
       spoolPeakRssMiB: median(rounds.map((round) => round.spool.peakRssMiB)),
+      ...(options.previous && previousRuns.length > 0
+        ? {
+            previous: {
+              build: previousCommit(options.previous),
+              spoolSentencesPerSecond: median(previousRuns.map((run) => options.lines / run.spool.seconds)),
+              ratio: median(previousRuns.map((run) => run.direct.seconds / run.spool.seconds)),
+              spoolCpuMsPerSentence: median(previousRuns.map((run) => (run.spool.cpuSeconds * 1000) / options.lines)),
+              spoolPeakRssMiB: median(previousRuns.map((run) => run.spool.peakRssMiB)),
+            },
+          }
+        : {}),
     };
     return { rounds: options.rounds, embeddings, firstToken: await firstToken(options.requests, work) };
   } finally {

