@@ -38,6 +38,8 @@ export function writeResults(results: Results): void {
       '| bare loop | spool, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | spool peak RSS |',
       '|---|---|---|---|---|---|',
       `| ${fixed(b.baselineLinesPerSecond, 0)} requests/s | ${fixed(b.spoolLinesPerSecond, 0)} lines/s | ${percent(b.ratio)} | ≥ 97% | ${fixed(b.baselineInFlight)} / ${fixed(b.spoolInFlight)} | ${fixed(b.spoolPeakRssMiB, 0)} MiB |`,
+      b.previous &&
+        `| previous build (${b.previous.build}), its own rounds: ${fixed(b.previous.baselineLinesPerSecond, 0)} requests/s | ${fixed(b.previous.spoolLinesPerSecond, 0)} lines/s | ${percent(b.previous.ratio)} | ≥ 97% | ${fixed(b.previous.baselineInFlight)} / ${fixed(b.previous.spoolInFlight)} | ${fixed(b.previous.spoolPeakRssMiB, 0)} MiB |`,
       '',
       `Where spool's time goes (medians, seconds): upload ${fixed(b.phases.upload, 2)}, validation ${fixed(b.phases.validate, 2)}, running the lines ${fixed(b.phases.run, 2)}, finalizing (output file, BatchCompleted) ${fixed(b.phases.finalize, 2)}, download ${fixed(b.phases.download, 2)}; the bare loop needs ${fixed(b.lines / b.baselineLinesPerSecond, 2)} for the requests alone.`,
       '',

@@ -29,7 +29,7 @@ export interface Results {
   validation?: Stored<ValidationResult>;
   overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult }; previous?: { build: string; large: BatchBenchResult; small: BatchBenchResult } }>;
   replay?: Stored<ReplayResult>;
-  batch?: Stored<BatchBenchResult>;
+  batch?: Stored<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }>;
   kafka?: Stored<BatchBenchResult>;
   checkpoint?: Stored<CheckpointResult>;
   swap?: Stored<WeightSwapResult>;
