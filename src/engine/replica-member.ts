@@ -33,10 +33,6 @@ export class ReplicaMember {
     this.yielding = new ReplicaYield(this.capacity);
   }
 
-  get id(): string {
-    return this.replica.id;
-  }
-
   /** Requests it may have in flight now. */
   get limit(): number {
     return this.learned ? this.capacity.limit : this.ceiling;
@@ -66,6 +62,6 @@ export class ReplicaMember {
 
   /** How its capacity is known now: from its gauges or throughput alone (and where its search stands), or its configuration. */
   capacityState(): { id: string; source: CapacitySource; phase: string; lookahead: number | undefined } {
-    return { id: this.id, source: this.learned ? this.capacity.source : 'configured', phase: this.capacity.phase, lookahead: this.capacity.lookaheadRequests };
+    return { id: this.replica.id, source: this.learned ? this.capacity.source : 'configured', phase: this.capacity.phase, lookahead: this.capacity.lookaheadRequests };
   }
 }

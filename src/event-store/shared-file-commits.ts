@@ -16,10 +16,12 @@ import { PRIVATE_FILE_MODE } from '../platform/private-files.js';
  * commits. Where nothing can be watched (no notifications on that file system, or none left to
  * the user), the store's poll remains, as before.
  */
+/** What each commit writes: its content says nothing, the write itself is the notification. */
+const MARK = Buffer.from([1]);
+
 export class SharedFileCommits {
   private readonly markerPath: string;
   private fd: number | undefined;
-  private readonly count = Buffer.alloc(8);
   private watcher: FSWatcher | undefined;
   private scheduled = false;
 
@@ -27,12 +29,11 @@ export class SharedFileCommits {
     this.markerPath = `${databasePath}-commits`;
   }
 
-  /** After each commit that wrote: one small write into the marker (opened on the first). */
+  /** After each commit that wrote: one byte written over the marker's first (opened on the first commit). */
   committed(): void {
     try {
       this.fd ??= openSync(this.markerPath, 'w', PRIVATE_FILE_MODE);
-      this.count.writeBigUInt64LE(this.count.readBigUInt64LE() + 1n);
-      writeSync(this.fd, this.count, 0, 8, 0);
+      writeSync(this.fd, MARK, 0, 1, 0);
     } catch {
       // Only a hint to other processes: they still poll. The commit itself stands.
     }
@@ -40,10 +41,11 @@ export class SharedFileCommits {
 
   /**
    * Calls `changed` once a turn of the event loop at most after any process (this one included)
-   * wrote the marker. false where the folder cannot be watched (the poll is all there is then).
+   * wrote the marker. Where the folder cannot be watched, nothing (`watching` stays false: the
+   * poll is all there is then).
    */
-  watch(changed: () => void): boolean {
-    if (this.watcher) return true;
+  watch(changed: () => void): void {
+    if (this.watcher) return;
     const name = basename(this.markerPath);
     try {
       // The folder, not the file: the marker may not exist yet, or be made again by another process.
@@ -56,9 +58,8 @@ export class SharedFileCommits {
         });
       });
       this.watcher.on('error', () => this.stopWatching());
-      return true;
     } catch {
-      return false;
+      // No notifications here (none on this file system, or none left to the user): the poll remains.
     }
   }
 
@@ -67,7 +68,7 @@ export class SharedFileCommits {
     return this.watcher !== undefined;
   }
 
-  stopWatching(): void {
+  private stopWatching(): void {
     this.watcher?.close();
     this.watcher = undefined;
   }

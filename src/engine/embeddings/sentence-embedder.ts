@@ -61,7 +61,7 @@ export interface SentenceEmbedderSettings {
  * Model threads by default at most: each holds its own copy of the model and its buffers (tens of
  * MiB), and past a few, the cores serve a thread's own session better (onnxruntime's threads).
  */
-export const MAX_MODEL_THREADS = 4;
+const MAX_MODEL_THREADS = 4;
 /** Inputs in one run by default: with MINILM_CONCURRENCY (128) in flight, two runs wait while two run. */
 const DEFAULT_BATCH_INPUTS = 32;
 
