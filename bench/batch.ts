@@ -268,7 +268,7 @@ export async function benchBatch(options: {
         const env = { ...benchJobEnv(work, upstream.url, options.engineConcurrency ?? options.concurrency), ...options.spoolEnv, ...(database ? { EVENTSTORE_URL: database } : {}) };
         let run: SpoolBatchRun;
         if (broker) {
-          const deployment = await startKafkaDeployment(dataDir, env, options.engineConcurrency ?? options.concurrency, broker);
+          const deployment = await startKafkaDeployment(dataDir, env, options.engineConcurrency ?? options.concurrency, broker, options.build);
           let client: Omit<SpoolBatchRun, 'peakRssMiB'>;
           let rss: number;
           try {

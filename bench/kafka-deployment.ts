@@ -2,8 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { type KafkaBroker, startKafkaBroker } from '../test/support/kafka-broker.js';
 import { peakRssMiB } from './measurements.js';
-import { startSpoolCli, stop, waitForReady } from '../test/support/processes.js';
-import { BENCH_API_KEY } from './spool.js';
+import { stop, waitForReady } from '../test/support/processes.js';
+import { BENCH_API_KEY, startSpoolCommand } from './spool.js';
 
 /** The roles of the scaled-out shape, each its own process, as deploy/ runs them. */
 const ROLES: Array<{ name: string; args: string[] }> = [
@@ -31,9 +31,10 @@ export interface KafkaDeployment {
  * finalizer and two inference processors as separate processes, sharing an embedded event log
  * file and a blob directory under `dataDir` (one machine; EventStoreDB and S3 would take their
  * place across machines). The engine concurrency is split between the inference processors, so
- * that the upstream sees at most `concurrency` requests, as with the embedded default.
+ * that the upstream sees at most `concurrency` requests, as with the embedded default. `build`: every
+ * process from that built checkout instead of this one (BENCH_PREVIOUS_BUILD).
  */
-export async function startKafkaDeployment(dataDir: string, env: Record<string, string>, concurrency: number, broker: KafkaBroker): Promise<KafkaDeployment> {
+export async function startKafkaDeployment(dataDir: string, env: Record<string, string>, concurrency: number, broker: KafkaBroker, build?: string): Promise<KafkaDeployment> {
   const shared = {
     ...env,
     PORT: '0',
@@ -47,7 +48,7 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
   };
   const children = new Map<string, { child: ChildProcess; url: string }>();
   const start = async (name: string, args: string[], extra: Record<string, string> = {}) => {
-    const { child, url } = await startSpoolCli(args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) });
+    const { child, url } = await startSpoolCommand(args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) }, build);
     children.set(name, { child, url });
   };
   const ready = async (name: string) => (await (await fetch(`${children.get(name)!.url}/ready`)).json()) as { processors?: { inference?: { handled: number; partitions?: number[] } } };

@@ -32,6 +32,9 @@ export function postgresStoreSections(results: Results, format: ResultsFormat): 
         '| event log | bare loop | spool | spool / bare | requests in service at the upstream (bare / spool) | peak RSS | target | |',
         '|---|---|---|---|---|---|---|---|',
         `| PostgreSQL | ${fixed(k.data.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.data.spoolLinesPerSecond, 0)} lines/s | ${percent(k.data.ratio)} | ${fixed(k.data.baselineInFlight)} / ${fixed(k.data.spoolInFlight)} | ${fixed(k.data.spoolPeakRssMiB, 0)} MiB | ≥ ${percent(KAFKA_SHAPE_OF_BARE)} | ${met(k.data.ratio >= KAFKA_SHAPE_OF_BARE)} |`,
+        ...(k.data.previous
+          ? [`| PostgreSQL, previous build (${k.data.previous.build}), its own rounds | ${fixed(k.data.previous.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.data.previous.spoolLinesPerSecond, 0)} lines/s | ${percent(k.data.previous.ratio)} | ${fixed(k.data.previous.baselineInFlight)} / ${fixed(k.data.previous.spoolInFlight)} | ${fixed(k.data.previous.spoolPeakRssMiB, 0)} MiB | ≥ ${percent(KAFKA_SHAPE_OF_BARE)} | ${met(k.data.previous.ratio >= KAFKA_SHAPE_OF_BARE)} |`]
+          : []),
         ...(sqlite
           ? [`| SQLite file, shared (item 1b) | ${fixed(sqlite.data.baselineLinesPerSecond, 0)} requests/s | ${fixed(sqlite.data.spoolLinesPerSecond, 0)} lines/s | ${percent(sqlite.data.ratio)} | ${fixed(sqlite.data.baselineInFlight)} / ${fixed(sqlite.data.spoolInFlight)} | ${fixed(sqlite.data.spoolPeakRssMiB, 0)} MiB | ≥ ${percent(KAFKA_SHAPE_OF_BARE)} | ${met(sqlite.data.ratio >= KAFKA_SHAPE_OF_BARE)} |`]
           : []),

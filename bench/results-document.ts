@@ -60,6 +60,8 @@ export function writeResults(results: Results): void {
       '| bare loop | spool on Kafka, end to end | spool / bare | target | mean requests in service at the upstream (bare / spool) | peak RSS of the largest process | chunks run by each inference processor |',
       '|---|---|---|---|---|---|---|',
       `| ${fixed(k.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.spoolLinesPerSecond, 0)} lines/s | ${percent(k.ratio)} | ≥ 96% | ${fixed(k.baselineInFlight)} / ${fixed(k.spoolInFlight)} | ${fixed(k.spoolPeakRssMiB, 0)} MiB | ${k.kafka?.chunksPerInferenceProcessor.join(' and ') ?? '?'} |`,
+      k.previous &&
+        `| previous build (${k.previous.build}), its own rounds: ${fixed(k.previous.baselineLinesPerSecond, 0)} requests/s | ${fixed(k.previous.spoolLinesPerSecond, 0)} lines/s | ${percent(k.previous.ratio)} | ≥ 96% | ${fixed(k.previous.baselineInFlight)} / ${fixed(k.previous.spoolInFlight)} | ${fixed(k.previous.spoolPeakRssMiB, 0)} MiB | ${k.previous.kafka?.chunksPerInferenceProcessor.join(' and ') ?? '?'} |`,
       '',
       `Where spool's time goes (seconds): upload ${fixed(k.phases.upload, 2)}, validation ${fixed(k.phases.validate, 2)}, running the lines ${fixed(k.phases.run, 2)}, finalizing ${fixed(k.phases.finalize, 2)}, download ${fixed(k.phases.download, 2)}.`,
       '',

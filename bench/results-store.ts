@@ -30,7 +30,7 @@ export interface Results {
   overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult }; previous?: { build: string; large: BatchBenchResult; small: BatchBenchResult } }>;
   replay?: Stored<ReplayResult>;
   batch?: Stored<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }>;
-  kafka?: Stored<BatchBenchResult>;
+  kafka?: Stored<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }>;
   checkpoint?: Stored<CheckpointResult>;
   swap?: Stored<WeightSwapResult>;
   builtin?: Stored<BuiltinResult>;
@@ -52,7 +52,7 @@ export interface Results {
   /** Item 14: the PostgreSQL event store against bare SQL. */
   postgres?: Stored<PostgresStoreResult>;
   /** Item 14: item 1b (the Kafka shape) with its log in PostgreSQL. */
-  kafkaPostgres?: Stored<BatchBenchResult>;
+  kafkaPostgres?: Stored<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }>;
   /** Item 15: the built-in embedding model, and the first token of a relayed stream. */
   realModels?: Stored<RealModelsResult>;
 }

@@ -14,7 +14,7 @@
 // `kafka-postgres` is item 1b with the log in PostgreSQL (run `kafka` beside it: BENCH_KAFKA_ROUNDS).
 // `real-models` (15): a BENCH_EMBEDDING_LINES (10,000) embeddings batch on the built-in model against
 // onnxruntime called directly (and, where BENCH_PREVIOUS_BUILD names one, through the previous build in the same
-// rounds; `batch` (1) runs the previous build after this one too), and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
+// rounds; `batch` (1), `kafka` (1b) and `kafka-postgres` run the previous build after this one too), and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark (section 14 is stored from 9: its rounds spread ±10%); BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -116,8 +116,15 @@ try {
     const before = previous ? { build: previousCommit(previous), ...(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds, build: previous })) } : undefined;
     log('batch', (results.batch = stamp({ ...current, ...(before ? { previous: before } : {}) })).data);
   }
-  if (selected.has('kafka-postgres')) log('kafka-postgres', (results.kafkaPostgres = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true, eventStore: 'postgres' }))).data);
-  if (selected.has('kafka')) log('kafka', (results.kafka = stamp(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true }))).data);
+  // The scaled-out shape (1b, and 14 on PostgreSQL), then the previous build's seven processes on the same broker settings, where BENCH_PREVIOUS_BUILD names one.
+  const kafkaShape = async (eventStore?: 'postgres') => {
+    const shape = { lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true, ...(eventStore ? { eventStore } : {}) };
+    const current = await benchBatch(shape);
+    const previous = previousBuild();
+    return previous ? { ...current, previous: { build: previousCommit(previous), ...(await benchBatch({ ...shape, build: previous })) } } : current;
+  };
+  if (selected.has('kafka-postgres')) log('kafka-postgres', (results.kafkaPostgres = stamp(await kafkaShape('postgres'))).data);
+  if (selected.has('kafka')) log('kafka', (results.kafka = stamp(await kafkaShape())).data);
   if (selected.has('checkpoint')) log('checkpoint', (results.checkpoint = stamp(await benchCheckpoint(checkpointRounds))).data);
   if (selected.has('swap')) log('swap', (results.swap = stamp(await benchWeightSwap(rounds))).data);
   if (selected.has('builtin')) log('builtin', (results.builtin = stamp(await benchBuiltinEngine(rounds))).data);

@@ -22,11 +22,16 @@ export async function startSpool(dataDir: string, env: Record<string, string> = 
   if (profileDir) mkdirSync(profileDir, { recursive: true });
   const processEnv = { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env };
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  const { child, url } = build
-    ? await startNode(builtCli(build), ['serve'], processEnv, /"url":"(http:\/\/[^"]+)"/, nodeArgs).then(({ child, match }) => ({ child, url: match[1]! }))
-    : await startSpoolCli(['serve'], processEnv, nodeArgs);
+  const { child, url } = await startSpoolCommand(['serve'], processEnv, build, nodeArgs);
   await waitForReady(url, 60_000);
   return { child, url };
+}
+
+/** Starts a Spool command (serve, processor, relay) of this checkout, or of `build` (BENCH_PREVIOUS_BUILD), once it says where it listens. */
+export async function startSpoolCommand(args: readonly string[], env: Record<string, string>, build?: string, nodeArgs: string[] = []): Promise<SpoolProcess> {
+  if (!build) return startSpoolCli(args, env, nodeArgs);
+  const { child, match } = await startNode(builtCli(build), args, env, /"url":"(http:\/\/[^"]+)"/, nodeArgs);
+  return { child, url: match[1]! };
 }
 
 /**
