@@ -18,13 +18,18 @@ export interface SpoolProcess {
  * becomes its NODE_OPTIONS (e.g. --max-old-space-size=96, to see what memory a run needs).
  */
 export async function startSpool(dataDir: string, env: Record<string, string> = {}, build?: string): Promise<SpoolProcess> {
-  const profileDir = process.env.BENCH_PROFILE;
-  if (profileDir) mkdirSync(profileDir, { recursive: true });
   const processEnv = { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env };
-  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  const { child, url } = await startSpoolCommand(['serve'], processEnv, build, nodeArgs);
+  const { child, url } = await startSpoolCommand(['serve'], processEnv, build, profilingArgs());
   await waitForReady(url, 60_000);
   return { child, url };
+}
+
+/** node's flags for a Spool process under BENCH_PROFILE=DIR: a .cpuprofile of it in DIR when it stops. */
+export function profilingArgs(): string[] {
+  const profileDir = process.env.BENCH_PROFILE;
+  if (!profileDir) return [];
+  mkdirSync(profileDir, { recursive: true });
+  return ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
 }
 
 /** Starts a Spool command (serve, processor, relay) of this checkout, or of `build` (BENCH_PREVIOUS_BUILD), once it says where it listens. */
