@@ -2,6 +2,9 @@ import { type FSWatcher, closeSync, openSync, watch, writeSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { PRIVATE_FILE_MODE } from '../platform/private-files.js';
 
+/** What each commit writes: its content says nothing, the write itself is the notification. */
+const MARK = Buffer.from([1]);
+
 /**
  * Tells the processes that share one SQLite log file (the scaled-out shape on one machine) of one
  * another's commits as they happen, rather than at their next poll of the file.
@@ -9,16 +12,13 @@ import { PRIVATE_FILE_MODE } from '../platform/private-files.js';
  * SQLite itself says nothing across processes, and a change to its write-ahead log is no sign: a
  * commit's frames are written and fsynced before the shared index makes them visible (a reader
  * woken by the write could find nothing yet, and hear nothing more). So each commit, once it
- * returned (visible to every reader), writes a few bytes into a marker file beside the log (no
+ * returned (visible to every reader), writes a byte into a marker file beside the log (no
  * fsync: it says only "look now"); each process watches the marker through the file system's
  * change notifications (inotify on Linux). The marker's own writer hears its own commits too: the
  * store tells them apart by SQLite's `data_version`, which moves only for other connections'
  * commits. Where nothing can be watched (no notifications on that file system, or none left to
  * the user), the store's poll remains, as before.
  */
-/** What each commit writes: its content says nothing, the write itself is the notification. */
-const MARK = Buffer.from([1]);
-
 export class SharedFileCommits {
   private readonly markerPath: string;
   private fd: number | undefined;
