@@ -28,7 +28,7 @@
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { benchBatch } from './batch.js';
+import { type BatchBenchResult, benchBatch } from './batch.js';
 import { benchBatchingEngine } from './batching-engine.js';
 import { benchPostgresStore } from './postgres-store.js';
 import { benchBuiltinEngine } from './builtin-engine.js';
@@ -82,6 +82,17 @@ const keepLog = async (dataDir: string) => {
   replayLog = mkdtempSync(join(tmpdir(), 'spool-bench-log-'));
   copyFileSync(join(dataDir, 'events.sqlite'), join(replayLog, 'events.sqlite'));
 };
+
+/**
+ * A batch benchmark on this build, then, where BENCH_PREVIOUS_BUILD names one, the same on the
+ * previous build in the same run (on Kafka, all its processes; its own rounds and bare loop).
+ */
+async function besidePreviousBuild(shape: Parameters<typeof benchBatch>[0]): Promise<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }> {
+  const current = await benchBatch(shape);
+  const previous = previousBuild();
+  return previous ? { ...current, previous: { build: previousCommit(previous), ...(await benchBatch({ ...shape, build: previous })) } } : current;
+}
+
 try {
   if (selected.has('upload')) log('upload', (results.upload = stamp(await benchUpload(rounds))).data);
   if (selected.has('validation')) log('validation', (results.validation = stamp(await benchValidation(rounds))).data);
@@ -109,22 +120,10 @@ try {
     if (!replayLog) await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, keepLog });
     log('replay', (results.replay = stamp(await benchReplay(replayLog!, rounds))).data);
   }
-  if (selected.has('batch')) {
-    const current = await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds });
-    // The previous build (BENCH_PREVIOUS_BUILD) on the same upstream and bare loop, in the same run.
-    const previous = previousBuild();
-    const before = previous ? { build: previousCommit(previous), ...(await benchBatch({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds, build: previous })) } : undefined;
-    log('batch', (results.batch = stamp({ ...current, ...(before ? { previous: before } : {}) })).data);
-  }
-  // The scaled-out shape (1b, and 14 on PostgreSQL), then the previous build's seven processes on the same broker settings, where BENCH_PREVIOUS_BUILD names one.
-  const kafkaShape = async (eventStore?: 'postgres') => {
-    const shape = { lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true, ...(eventStore ? { eventStore } : {}) };
-    const current = await benchBatch(shape);
-    const previous = previousBuild();
-    return previous ? { ...current, previous: { build: previousCommit(previous), ...(await benchBatch({ ...shape, build: previous })) } } : current;
-  };
-  if (selected.has('kafka-postgres')) log('kafka-postgres', (results.kafkaPostgres = stamp(await kafkaShape('postgres'))).data);
-  if (selected.has('kafka')) log('kafka', (results.kafka = stamp(await kafkaShape())).data);
+  // Item 1 embedded, on Kafka (1b) and on Kafka over PostgreSQL (14), each beside the previous build.
+  if (selected.has('batch')) log('batch', (results.batch = stamp(await besidePreviousBuild({ lines: BATCH_LINES, latencyMs, concurrency, rounds: batchRounds }))).data);
+  if (selected.has('kafka-postgres')) log('kafka-postgres', (results.kafkaPostgres = stamp(await besidePreviousBuild({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true, eventStore: 'postgres' }))).data);
+  if (selected.has('kafka')) log('kafka', (results.kafka = stamp(await besidePreviousBuild({ lines: BATCH_LINES, latencyMs, concurrency, rounds: kafkaRounds, kafka: true }))).data);
   if (selected.has('checkpoint')) log('checkpoint', (results.checkpoint = stamp(await benchCheckpoint(checkpointRounds))).data);
   if (selected.has('swap')) log('swap', (results.swap = stamp(await benchWeightSwap(rounds))).data);
   if (selected.has('builtin')) log('builtin', (results.builtin = stamp(await benchBuiltinEngine(rounds))).data);
