@@ -197,7 +197,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
-   * One statement, one round trip (spool_append_group, postgres-schema.ts versions 2 and 3): under the
+   * One statement, one round trip (spool_append_group, postgres-schema.ts versions 2 to 4): under the
    * append lock it checks and writes every append of the group, notifies, and commits as it ends.
    */
   private async commitGroup(group: readonly QueuedAppend[]): Promise<void> {

@@ -152,4 +152,78 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      RETURN array_to_json(outcomes);
    END
    $$`,
+  // 4: version 3's function with the same outcomes, mended twice.
+  // - It stays on the indexes. PostgreSQL plans a function's statements once per connection and may
+  //   keep that plan; one made while the log was nearly empty read the whole table for the id check
+  //   of every append of several events, as long as the connection lived (a group of 63 events took
+  //   8.6 ms at first and 111 ms once the log held 85,000). Every statement here has an index to
+  //   go by, so sequential scans are off inside the function.
+  // - It reads the group's JSON once. A json value (text, so that an event's data is stored byte for
+  //   byte) is parsed again by every `->` taken of it: version 3 went over an event's data about
+  //   eight times. Here the group is parsed once into its appends and each append's events once
+  //   into arrays (json_to_recordset keeps a json field's text as written, key order and spacing
+  //   included): 2.95 → 1.80 ms a group of three appends of 21 line outcomes; one-event appends unchanged.
+  `CREATE OR REPLACE FUNCTION spool_append_group(appends json, recorded_at bigint) RETURNS json
+   LANGUAGE plpgsql SET enable_seqscan = off AS $$
+   DECLARE
+     next_position bigint;
+     item record;
+     ids text[];
+     types text[];
+     datas json[];
+     metas json[];
+     held boolean;
+     last_revision bigint;
+     first_revision bigint;
+     n integer;
+     outcomes json[] := '{}';
+     wrote boolean := false;
+   BEGIN
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_KEY});
+     SELECT coalesce(max(position), 0) + 1 INTO next_position FROM spool_events;
+     FOR item IN SELECT a.stream, a.expected, a.events
+                 FROM ROWS FROM (json_to_recordset(appends) AS (stream text, expected text, events json)) WITH ORDINALITY AS a(stream, expected, events, k)
+                 ORDER BY a.k LOOP
+       SELECT array_agg(x.id ORDER BY x.k), array_agg(x.type ORDER BY x.k), array_agg(x.data ORDER BY x.k), array_agg(x.metadata ORDER BY x.k)
+         INTO ids, types, datas, metas
+         FROM ROWS FROM (json_to_recordset(item.events) AS (id text, type text, data json, metadata json)) WITH ORDINALITY AS x(id, type, data, metadata, k);
+       n := coalesce(array_length(ids, 1), 0);
+       IF n = 1 THEN
+         SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ids[1]), (SELECT max(revision) FROM spool_events WHERE stream_name = item.stream)
+           INTO held, last_revision;
+       ELSE
+         SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ANY(ids)), (SELECT max(revision) FROM spool_events WHERE stream_name = item.stream)
+           INTO held, last_revision;
+       END IF;
+       IF held THEN
+         outcomes := outcomes || (SELECT json_build_object('found', json_agg(json_build_object('event_id', event_id, 'stream_name', stream_name, 'revision', revision::text, 'position', position::text)))
+                                    FROM spool_events WHERE event_id = ANY(ids));
+         CONTINUE;
+       END IF;
+       IF NOT (item.expected = 'any'
+               OR (item.expected = 'no_stream' AND last_revision IS NULL)
+               OR (item.expected = 'stream_exists' AND last_revision IS NOT NULL)
+               OR (last_revision IS NOT NULL AND item.expected = last_revision::text)) THEN
+         outcomes := outcomes || json_build_object('wrong', coalesce(last_revision::text, 'no_stream'));
+         CONTINUE;
+       END IF;
+       first_revision := coalesce(last_revision + 1, 0);
+       IF n = 1 THEN
+         INSERT INTO spool_events (position, event_id, stream_name, revision, type, data, metadata, recorded_at)
+           VALUES (next_position, ids[1], item.stream, first_revision, types[1], datas[1], metas[1], recorded_at);
+       ELSE
+         INSERT INTO spool_events (position, event_id, stream_name, revision, type, data, metadata, recorded_at)
+           SELECT next_position + u.k - 1, u.id, item.stream, first_revision + u.k - 1, u.type, u.data, u.metadata, recorded_at
+           FROM unnest(ids, types, datas, metas) WITH ORDINALITY AS u(id, type, data, metadata, k);
+       END IF;
+       outcomes := outcomes || json_build_object('revision', (first_revision + n - 1)::text, 'position', (next_position + n - 1)::text);
+       next_position := next_position + n;
+       wrote := true;
+     END LOOP;
+     IF wrote THEN
+       PERFORM pg_notify('spool_events', '');
+     END IF;
+     RETURN array_to_json(outcomes);
+   END
+   $$`,
 ];

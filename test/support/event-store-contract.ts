@@ -66,6 +66,24 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
       expect(events[0]!.recordedAt).toBeGreaterThan(Date.now() - 600_000);
     });
 
+    it('keeps data written as JSON text with its keys in the order written, alone or in a group', async () => {
+      // A line's outcome is written as text with the engine's body spliced in last, and its readers
+      // rely on that order: a store that sorted keys (PostgreSQL's jsonb would) breaks them.
+      const written = (n: number) => ({ zeta: n, alpha: { yes: 2, beta: [3, { q: 'x"y' }] }, body: { k: 'v' } });
+      const asText = (n: number) => `{"zeta":${n},"alpha":{"yes":2,"beta":[3,{"q":"x\\"y"}]},"body":{"k": "v"}}`;
+      const withText = (n: number): NewEvent => ({ ...event('Answered', written(n)), serializedData: asText(n) });
+      const alone = stream('order-alone');
+      const group = stream('order-group');
+      await store.appendToStream(alone, [withText(0)]);
+      await store.appendToStream(group, [withText(1), withText(2), withText(3)]);
+      const read = [...(await collect(store.readStream(alone))), ...(await collect(store.readStream(group)))];
+      expect(read.map((e) => e.data)).toEqual([0, 1, 2, 3].map(written));
+      for (const e of read) {
+        expect(Object.keys(e.data)).toEqual(['zeta', 'alpha', 'body']);
+        expect(Object.keys(e.data.alpha as object)).toEqual(['yes', 'beta']);
+      }
+    });
+
     it('reads a stream from a revision, and an unknown stream as empty', async () => {
       const name = stream('from');
       await store.appendToStream(name, [event('A'), event('B'), event('C')]);
