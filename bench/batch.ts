@@ -347,6 +347,29 @@ export async function benchBatch(options: {
   }
 }
 
+/**
+ * Runs of one round each, taken as one run of as many rounds: each figure the median of the
+ * rounds' (the ratio the median of their ratios, as within a run); the chunk spread of the last.
+ */
+export function medianOfRounds(runs: readonly BatchBenchResult[]): BatchBenchResult {
+  const last = runs[runs.length - 1]!;
+  const of = (figure: (run: BatchBenchResult) => number) => median(runs.map(figure));
+  const phase = (name: keyof SpoolBatchRun['phases']) => of((run) => run.phases[name]);
+  const spoolCpu = runs.every((run) => run.cpuMsPerThousand?.spool !== undefined) ? { spool: of((run) => run.cpuMsPerThousand!.spool!) } : {};
+  return {
+    ...last,
+    rounds: runs.reduce((sum, run) => sum + run.rounds, 0),
+    baselineLinesPerSecond: of((run) => run.baselineLinesPerSecond),
+    spoolLinesPerSecond: of((run) => run.spoolLinesPerSecond),
+    ratio: of((run) => run.ratio),
+    phases: { upload: phase('upload'), validate: phase('validate'), run: phase('run'), finalize: phase('finalize'), download: phase('download') },
+    spoolPeakRssMiB: of((run) => run.spoolPeakRssMiB),
+    baselineInFlight: of((run) => run.baselineInFlight),
+    spoolInFlight: of((run) => run.spoolInFlight),
+    cpuMsPerThousand: { baseline: of((run) => run.cpuMsPerThousand?.baseline ?? NaN), ...spoolCpu },
+  };
+}
+
 /** A new database on the server `url` names: its connection string. */
 async function freshDatabase(url: string, name: string): Promise<string> {
   const client = new pg.Client({ connectionString: url });

@@ -14,7 +14,7 @@
 // `kafka-postgres` is item 1b with the log in PostgreSQL (run `kafka` beside it: BENCH_KAFKA_ROUNDS).
 // `real-models` (15): a BENCH_EMBEDDING_LINES (10,000) embeddings batch on the built-in model against
 // onnxruntime called directly (and, where BENCH_PREVIOUS_BUILD names one, through the previous build in the same
-// rounds; `batch` (1), `kafka` (1b) and `kafka-postgres` run the previous build after this one too), and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
+// rounds; `batch` (1), `kafka` (1b) and `kafka-postgres` run the previous build too, alternating with this one round by round), and BENCH_FIRST_TOKEN_REQUESTS (300) streams' first token through /compat/v1.
 // BENCH_ROUNDS (default 3) sets the rounds of each benchmark (section 14 is stored from 9: its rounds spread ±10%); BENCH_BATCH_ROUNDS (default 3) those
 // of the 50,000-line batch against a slow upstream, the longest; BENCH_LATENCY_MS (100) and
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
@@ -28,7 +28,7 @@
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BatchBenchResult, benchBatch } from './batch.js';
+import { type BatchBenchResult, benchBatch, medianOfRounds } from './batch.js';
 import { benchBatchingEngine } from './batching-engine.js';
 import { benchPostgresStore } from './postgres-store.js';
 import { benchBuiltinEngine } from './builtin-engine.js';
@@ -84,13 +84,22 @@ const keepLog = async (dataDir: string) => {
 };
 
 /**
- * A batch benchmark on this build, then, where BENCH_PREVIOUS_BUILD names one, the same on the
- * previous build in the same run (on Kafka, all its processes; its own rounds and bare loop).
+ * A batch benchmark on this build and, where BENCH_PREVIOUS_BUILD names one, on the previous build
+ * in the same run (on Kafka, all its processes; its own bare loop each round). With a previous
+ * build the two alternate round by round (this, previous, previous, this, …), each round a run of
+ * its own: run as all of one build's rounds and then all of the other's, the build run second read
+ * about a point higher on the Kafka shapes whichever it was (bench/FINDINGS.md, 2026-11-30).
  */
 async function besidePreviousBuild(shape: Parameters<typeof benchBatch>[0]): Promise<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }> {
-  const current = await benchBatch(shape);
   const previous = previousBuild();
-  return previous ? { ...current, previous: { build: previousCommit(previous), ...(await benchBatch({ ...shape, build: previous })) } } : current;
+  if (!previous) return benchBatch(shape);
+  const current: BatchBenchResult[] = [];
+  const before: BatchBenchResult[] = [];
+  for (let round = 0; round < shape.rounds; round++) {
+    const order = round % 2 === 0 ? ([current, before] as const) : ([before, current] as const);
+    for (const results of order) results.push(await benchBatch({ ...shape, rounds: 1, ...(results === before ? { build: previous } : {}) }));
+  }
+  return { ...medianOfRounds(current), previous: { build: previousCommit(previous), ...medianOfRounds(before) } };
 }
 
 try {
