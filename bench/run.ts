@@ -87,8 +87,10 @@ const keepLog = async (dataDir: string) => {
  * A batch benchmark on this build and, where BENCH_PREVIOUS_BUILD names one, on the previous build
  * in the same run (on Kafka, all its processes; its own bare loop each round). With a previous
  * build the two alternate round by round (this, previous, previous, this, …), each round a run of
- * its own: run as all of one build's rounds and then all of the other's, the build run second read
- * about a point higher on the Kafka shapes whichever it was (bench/FINDINGS.md, 2026-11-30).
+ * its own: run as all of one build's rounds and then all of the other's, a comparison takes in
+ * whatever the machine drifts through meanwhile, and on the Kafka shape on PostgreSQL such runs
+ * and runs alternated by hand put the same two builds in opposite order (bench/FINDINGS.md,
+ * 2026-11-30).
  */
 async function besidePreviousBuild(shape: Parameters<typeof benchBatch>[0]): Promise<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }> {
   const previous = previousBuild();
