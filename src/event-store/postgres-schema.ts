@@ -157,8 +157,8 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
   //   keep that plan; one made while the log was nearly empty read the whole table for the id check
   //   of every append of several events, as long as the connection lived (a group of 63 events took
   //   8.6 ms at first and 111 ms once the log held 85,000). An id check of several ids runs with
-  //   sequential scans off (for the rest of the append's transaction: every statement here has an
-  //   index to go by). Not the whole function: a SET clause on it costs about 20 µs a call, 7% of
+  //   sequential scans off (for the rest of the group commit's transaction: every statement here has an
+  //   index to go by). Not the whole function: a SET clause on it costs about 20 µs a call, about 6% of
   //   a one-event append, whose `=` lookup was never seen off its index.
   // - It reads the group's JSON once. A json value (text, so that an event's data is stored byte for
   //   byte) is parsed again by every `->` taken of it: version 3 went over an event's data about
