@@ -211,8 +211,8 @@ describe('the PostgreSQL log: appends that stay on its indexes', () => {
   // PostgreSQL plans the statements inside the append function once per connection and may keep
   // that plan: one made while the log was still nearly empty chose to read the whole table for
   // the id check of every append of several events, and kept doing so as the log grew (each
-  // append slower than the last). The function runs with sequential scans off; this counts the
-  // table's sequential scans over appends that start on an empty log.
+  // append slower than the last). That check now runs with sequential scans off; this counts the
+  // table's sequential scans over appends, of several events and of one, that start on an empty log.
   it('checks the ids and revisions of a growing log through its indexes, never by reading the whole table', async () => {
     const server = await startPostgres();
     const { default: pg } = await import('pg');
