@@ -190,15 +190,12 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
        IF n = 1 THEN
          SELECT ARRAY[x.id], ARRAY[x.type], ARRAY[x.data], ARRAY[x.metadata] INTO ids, types, datas, metas
            FROM json_to_record(item.events->0) AS x(id text, type text, data json, metadata json);
+         SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ids[1]), (SELECT max(revision) FROM spool_events WHERE stream_name = item.stream)
+           INTO held, last_revision;
        ELSE
          SELECT array_agg(x.id ORDER BY x.k), array_agg(x.type ORDER BY x.k), array_agg(x.data ORDER BY x.k), array_agg(x.metadata ORDER BY x.k)
            INTO ids, types, datas, metas
            FROM ROWS FROM (json_to_recordset(item.events) AS (id text, type text, data json, metadata json)) WITH ORDINALITY AS x(id, type, data, metadata, k);
-       END IF;
-       IF n = 1 THEN
-         SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ids[1]), (SELECT max(revision) FROM spool_events WHERE stream_name = item.stream)
-           INTO held, last_revision;
-       ELSE
          PERFORM set_config('enable_seqscan', 'off', true);
          SELECT EXISTS (SELECT 1 FROM spool_events WHERE event_id = ANY(ids)), (SELECT max(revision) FROM spool_events WHERE stream_name = item.stream)
            INTO held, last_revision;
