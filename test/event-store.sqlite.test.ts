@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fdatasync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
@@ -153,6 +155,61 @@ describe('the embedded event store on disk', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(pages.flat()).toEqual([1, 2]);
     await subscription.stop();
+    await store.close();
+  });
+
+  it('answers an append, and hands it to its own subscriptions, only once the write-ahead log is flushed to disk', async () => {
+    const path = join(tempDir('events-flush'), 'events.sqlite');
+    const held: Array<() => void> = [];
+    // The real flush, held until the test lets it go.
+    const store = new SqliteEventStore(path, { fileSync: (fd, done) => held.push(() => fdatasync(fd, done)) });
+    const event = (type: string) => ({ id: randomUUID(), type, data: {}, metadata: { schemaVersion: 1 } });
+    const seen: string[] = [];
+    store.subscribeToAll({}, async (events) => {
+      seen.push(...events.map((recorded) => recorded.type));
+    });
+    const answered: string[] = [];
+    const first = store.appendToStream('flush-a', [event('A')]).then(() => answered.push('A'));
+    await waitUntil(() => held.length === 1);
+    // Committed (another connection reads it), but neither told nor read here until it is on disk.
+    const reader = new Database(path, { readonly: true });
+    const count = () => (reader.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n;
+    expect(count()).toBe(1);
+    const second = store.appendToStream('flush-b', [event('B')]).then(() => answered.push('B'));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(count()).toBe(2);
+    // B waits for a flush of its own: the one in flight may have begun before B was written.
+    expect({ flushes: held.length, answered, seen }).toEqual({ flushes: 1, answered: [], seen: [] });
+    held.shift()!();
+    await first;
+    await waitUntil(() => held.length === 1);
+    await waitUntil(() => seen.length === 1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect({ answered, seen }).toEqual({ answered: ['A'], seen: ['A'] });
+    // Closing waits for the flush in flight, and loses nothing.
+    const closed = store.close();
+    held.shift()!();
+    await Promise.all([second, closed]);
+    expect(answered).toEqual(['A', 'B']);
+    reader.close();
+    const reopened = new SqliteEventStore(path);
+    expect((await reopened.readAll({ maxCount: 10 })).map((recorded) => recorded.type)).toEqual(['A', 'B']);
+    await reopened.close();
+  });
+
+  it('fails the appends of a flush the disk refused, by name, and answers one sent again as the first time once a flush succeeds', async () => {
+    const path = join(tempDir('events-flush-fails'), 'events.sqlite');
+    let refuse = true;
+    const store = new SqliteEventStore(path, {
+      fileSync: (fd, done) => (refuse ? done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })) : fdatasync(fd, done)),
+    });
+    const events = [{ id: randomUUID(), type: 'Happened', data: { n: 1 }, metadata: { schemaVersion: 1 } }];
+    await expect(store.appendToStream('refused-1', events, { expectedRevision: 'no_stream' })).rejects.toThrow(/event log's commit could not be flushed to disk: EIO/);
+    refuse = false;
+    // The commit stands in the file: sent again, the same append is answered as the first time.
+    const again = await store.appendToStream('refused-1', events, { expectedRevision: 'no_stream' });
+    expect(again.nextExpectedRevision).toBe(0n);
+    expect((await store.readAll({ maxCount: 10 })).map((recorded) => recorded.id)).toEqual([events[0]!.id]);
     await store.close();
   });
 });
