@@ -1,6 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import { newEventId } from '../platform/ids.js';
+import { StreamStates } from './stream-states.js';
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import type { Rejection } from '../domain/rejection.js';
 import {
@@ -45,17 +46,37 @@ export interface Handled<State, Event> {
 const SCHEMA_VERSION = 1;
 const MAX_ATTEMPTS = 5;
 
+/**
+ * The states kept between commands, one set per event store (StreamStates): every command path
+ * loads through here, whichever store it was handed, and a state kept for one store never stands
+ * for another's stream.
+ */
+const keptStates = new WeakMap<EventStore, StreamStates>();
+
+function statesOf(store: EventStore): StreamStates {
+  let states = keptStates.get(store);
+  if (!states) keptStates.set(store, (states = new StreamStates()));
+  return states;
+}
+
+/**
+ * A stream's state and last revision: the state kept from an earlier command on it, with the
+ * events appended since folded in, or the whole stream folded where none is kept.
+ */
 export async function loadState<State, Event extends DomainEvent>(
   store: EventStore,
   streamName: string,
   decider: Pick<Decider<unknown, State, Event>, 'evolve' | 'initialState'>,
 ): Promise<{ state: State; revision: bigint | undefined }> {
-  let state = decider.initialState;
-  let revision: bigint | undefined;
-  for await (const recorded of store.readStream(streamName)) {
+  const states = statesOf(store);
+  const kept = states.get(streamName, decider);
+  let state = kept?.state ?? decider.initialState;
+  let revision: bigint | undefined = kept?.revision;
+  for await (const recorded of store.readStream(streamName, revision === undefined ? {} : { fromRevision: revision + 1n })) {
     state = decider.evolve(state, { type: recorded.type, data: recorded.data } as unknown as Event);
     revision = recorded.revision;
   }
+  if (revision !== undefined) states.keep(streamName, decider, state, revision);
   return { state, revision };
 }
 
@@ -87,6 +108,9 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
       const appended = await store.appendToStream(streamName, toAppend, {
         expectedRevision: revision ?? 'no_stream',
       });
+      // Kept only where these events went right after the state they were decided on (an append
+      // sent again is answered with the revisions of the first time, which may be older).
+      if (appended.nextExpectedRevision === (revision ?? -1n) + BigInt(toAppend.length)) statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
       return E.right({ events, state: next, appended });
     } catch (error) {
       if (error instanceof WrongExpectedRevisionError && attempt < MAX_ATTEMPTS) continue;
