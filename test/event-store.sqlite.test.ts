@@ -197,6 +197,27 @@ describe('the embedded event store on disk', () => {
     await reopened.close();
   });
 
+  it("hands on another process's commit only once this process has flushed the log through it", async () => {
+    const path = join(tempDir('events-flush-other'), 'events.sqlite');
+    const held: Array<() => void> = [];
+    const reader = new SqliteEventStore(path, { pollIntervalMs: 10, fileSync: (fd, done) => held.push(() => fdatasync(fd, done)) });
+    // The writer's own flush is a real one; the reader cannot know it happened.
+    const writer = new SqliteEventStore(path);
+    const seen: string[] = [];
+    reader.subscribeToAll({}, async (events) => {
+      seen.push(...events.map((recorded) => recorded.type));
+    });
+    await writer.appendToStream('flush-other', [{ id: randomUUID(), type: 'Elsewhere', data: {}, metadata: { schemaVersion: 1 } }]);
+    await waitUntil(() => held.length === 1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(seen).toEqual([]);
+    held.shift()!();
+    await waitUntil(() => seen.length === 1);
+    expect(seen).toEqual(['Elsewhere']);
+    await writer.close();
+    await reader.close();
+  });
+
   it('fails the appends of a flush the disk refused, by name, and answers one sent again as the first time once a flush succeeds', async () => {
     const path = join(tempDir('events-flush-fails'), 'events.sqlite');
     let refuse = true;

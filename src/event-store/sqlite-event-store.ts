@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { fdatasync, openSync, closeSync } from 'node:fs';
+import { closeSync, fdatasync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { preparePrivateDatabaseFile } from '../platform/private-files.js';
 import { pollingSubscription } from './polling-subscription.js';
@@ -43,15 +43,15 @@ interface QueuedAppend {
 interface CommittedGroup {
   readonly appends: readonly QueuedAppend[];
   readonly settled: ReadonlyArray<{ result: AppendResult } | { error: unknown }>;
-  /** The first position the commit wrote; undefined where it wrote nothing. */
-  readonly firstPosition: number | undefined;
+  /** Whether the commit wrote an event (not only answers from events recorded before). */
+  readonly wrote: boolean;
 }
+
+/** How long readers wait before they ask again for a flush after the disk refused one. */
+const RETRY_FLUSH_MS = 100;
 
 /** Flushes a file's data to disk off the main thread, calling back when done (node:fs's fdatasync). */
 export type FileSync = (fd: number, done: (error: Error | null) => void) => void;
-
-/** Stands for "no bound" in the read of the log's tail: SQLite's integers reach 2^63, positions never 2^53. */
-const NO_BOUND = Number.MAX_SAFE_INTEGER;
 
 /**
  * SQLite's page cache for this connection, in KiB (a negative cache_size). better-sqlite3 builds
@@ -73,10 +73,12 @@ const PAGE_CACHE_KIB = 2048;
  * synchronous=NORMAL (the frames written, not yet synced; SQLite still syncs before each
  * checkpoint), and the store fdatasyncs the WAL file on libuv's thread pool, as FULL would have
  * done, before it answers the commit's appends. Commits made while a sync is in flight share the
- * next one. Until then, this process's subscriptions read the log only up to the commit before it
- * (`readableThrough`): nothing acts on an event that a power cut could still take back. Commands'
- * reads of a stream do see it: an append decided on it is answered only after a later sync, which
- * covers both.
+ * next one. A subscription hands on no event that a power cut could still take back: of a page
+ * that reaches past what this process's flushes have covered (`flushedThrough`), only the part
+ * they covered goes on, and a page of none of it is read again after a flush begun after the read
+ * (where another process wrote it, that process's own flush has mostly made it durable already,
+ * and this one finds little to write). Commands' reads of a stream do see a commit before its
+ * flush: an append decided on it is answered only after a later flush, which covers both.
  */
 export class SqliteEventStore implements EventStore {
   readonly kind = 'embedded';
@@ -100,9 +102,13 @@ export class SqliteEventStore implements EventStore {
   private readonly fileSync: FileSync | undefined;
   private walFd: number | undefined;
   private readonly walPath: string;
-  /** Commits that returned and wait for the next sync; those that the sync in flight covers. */
+  /** Commits that returned and wait for the next flush. */
   private unsynced: CommittedGroup[] = [];
-  private syncing: readonly CommittedGroup[] | undefined;
+  /** Subscriptions' reads waiting for the end of the flush in flight (or of the next one). */
+  private flushWaiters: Array<() => void> = [];
+  private syncing = false;
+  /** The log's last position when the last flush that succeeded began: everything up to it is on disk. */
+  private flushedThrough = 0;
   /** Called once nothing waits for a sync (close waits for it). */
   private onDrained: (() => void) | undefined;
 
@@ -158,8 +164,8 @@ export class SqliteEventStore implements EventStore {
       readStream: this.db.prepare<[string, number, number], EventRow>(
         'SELECT * FROM events WHERE stream_name = ? AND revision >= ? ORDER BY revision LIMIT ?',
       ),
-      readAll: this.db.prepare<[number, number, number], EventRow>(
-        'SELECT * FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?',
+      readAll: this.db.prepare<[number, number], EventRow>(
+        'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?',
       ),
       head: this.db.prepare<[], { position: number | null }>('SELECT max(position) AS position FROM events'),
     };
@@ -194,7 +200,6 @@ export class SqliteEventStore implements EventStore {
     if (queued.length === 0) return;
     const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
     let wrote = false;
-    this.firstWritten = undefined;
     // One commit, one time: its events all carry it.
     const recordedAt = Date.now();
     try {
@@ -219,10 +224,10 @@ export class SqliteEventStore implements EventStore {
       for (const append of queued) append.reject(error);
       return;
     }
-    const group: CommittedGroup = { appends: queued, settled, firstPosition: wrote ? this.firstWritten : undefined };
-    // Nothing written and nothing of this process's still unsynced: its answers (conflicts, events
-    // recorded before) rest on commits already on disk.
-    if (!this.fileSync || (!wrote && !this.syncing && this.unsynced.length === 0)) {
+    const group: CommittedGroup = { appends: queued, settled, wrote };
+    // Nothing written, and the log on disk through its head: its answers (conflicts, events
+    // recorded before) rest on commits already flushed.
+    if (!this.fileSync || (!wrote && !this.syncing && this.unsynced.length === 0 && (this.statements.head.get()?.position ?? 0) <= this.flushedThrough)) {
       this.durable([group]);
       return;
     }
@@ -230,22 +235,38 @@ export class SqliteEventStore implements EventStore {
     if (!this.syncing) this.syncUnsynced();
   }
 
-  /**
-   * The first position written in the commit being made (its first insert). An insert undone with
-   * its savepoint may have set it: AUTOINCREMENT hands the same number to the next insert then, so
-   * it is never past the commit's first event.
-   */
-  private firstWritten: number | undefined;
+  /** Resolves at the end of the flush in flight, or of one begun now where none is. */
+  private flushEnded(): Promise<void> {
+    return new Promise((resolve) => {
+      this.flushWaiters.push(resolve);
+      if (!this.syncing) this.syncUnsynced();
+    });
+  }
 
   /** Flushes the WAL for every commit that returned so far; commits made meanwhile wait for the next flush. */
   private syncUnsynced(): void {
     const groups = this.unsynced;
     this.unsynced = [];
-    this.syncing = groups;
+    this.syncing = true;
+    // Every commit up to here, this process's or another's, is in the file the flush covers.
+    const head = this.statements.head.get()?.position ?? 0;
     const finished = (error: Error | null) => {
-      this.syncing = undefined;
+      this.syncing = false;
       if (error) this.notDurable(groups, error);
-      else this.durable(groups);
+      else {
+        this.flushedThrough = Math.max(this.flushedThrough, head);
+        this.durable(groups);
+      }
+      // Readers read again: what this flush covered goes on, the rest waits for the next. After
+      // a flush the disk refused, a while later: they hold back what is not on disk, without
+      // spinning on a disk that keeps refusing.
+      const waiters = this.flushWaiters;
+      this.flushWaiters = [];
+      const readAgain = () => {
+        for (const waiter of waiters) waiter();
+      };
+      if (error) setTimeout(readAgain, RETRY_FLUSH_MS).unref();
+      else readAgain();
       if (this.unsynced.length > 0) this.syncUnsynced();
       else this.onDrained?.();
     };
@@ -260,7 +281,7 @@ export class SqliteEventStore implements EventStore {
 
   /** The groups' commits are on disk: their appends hear of them, and readers may read them. */
   private durable(groups: readonly CommittedGroup[]): void {
-    if (groups.some((group) => group.firstPosition !== undefined)) {
+    if (groups.some((group) => group.wrote)) {
       this.commits.committed();
       this.appended.emit('appended');
     }
@@ -286,14 +307,7 @@ export class SqliteEventStore implements EventStore {
         append.reject('error' in outcome ? outcome.error : error);
       });
     }
-    if (groups.some((group) => group.firstPosition !== undefined)) this.appended.emit('appended');
-  }
-
-  /** The last position this process's readers may read: short of the first commit not yet on disk. */
-  private readableThrough(): number {
-    for (const group of this.syncing ?? []) if (group.firstPosition !== undefined) return group.firstPosition - 1;
-    for (const group of this.unsynced) if (group.firstPosition !== undefined) return group.firstPosition - 1;
-    return NO_BOUND;
+    if (groups.some((group) => group.wrote)) this.appended.emit('appended');
   }
 
   /** One append in its savepoint; one with an event recorded before answers as that append did (or fails as a conflict). */
@@ -336,7 +350,6 @@ export class SqliteEventStore implements EventStore {
       for (const event of events) {
         const info = this.statements.insert.run(event.id, streamName, revision, event.type, event.serializedData ?? JSON.stringify(event.data), JSON.stringify(event.metadata), recordedAt);
         position = Number(info.lastInsertRowid);
-        this.firstWritten ??= position;
         revision += 1;
       }
     } catch (error) {
@@ -383,7 +396,7 @@ export class SqliteEventStore implements EventStore {
 
   private readAllSync(after: Position | undefined, maxCount: number): RecordedEvent[] {
     const from = after === undefined ? 0 : Number(after.commit);
-    return this.statements.readAll.all(from, this.readableThrough(), maxCount).map(toRecordedEvent);
+    return this.statements.readAll.all(from, maxCount).map(toRecordedEvent);
   }
 
   /**
@@ -394,7 +407,7 @@ export class SqliteEventStore implements EventStore {
    * (positions only grow and events never change), so a page short of newer events is still
    * right: its reader asks again after its last event. Empty pages are never kept.
    */
-  private readPage(after: Position | undefined, maxCount: number): readonly RecordedEvent[] {
+  private readPage(after: Position | undefined, maxCount: number): readonly RecordedEvent[] | Promise<readonly RecordedEvent[]> {
     const from = after === undefined ? 0 : Number(after.commit);
     const last = this.lastPage;
     if (last && last.from === from && last.maxCount === maxCount) {
@@ -402,6 +415,17 @@ export class SqliteEventStore implements EventStore {
       return last.events;
     }
     const events = this.readAllSync(after, maxCount);
+    const newest = events.length > 0 ? Number(events[events.length - 1]!.position.commit) : 0;
+    if (!this.fileSync || newest <= this.flushedThrough) return this.handedOn(from, maxCount, events);
+    // Past the last flush (a commit of this process's read before its flush ended, or another
+    // process's): what a flush covered goes on now, the rest when it is read again; a page of
+    // none of it is read again once a flush has ended (one begun after this read covers all of it).
+    const flushed = events.findIndex((event) => Number(event.position.commit) > this.flushedThrough);
+    if (flushed > 0) return this.handedOn(from, maxCount, events.slice(0, flushed));
+    return this.flushEnded().then(() => this.readPage(after, maxCount));
+  }
+
+  private handedOn(from: number, maxCount: number, events: readonly RecordedEvent[]): readonly RecordedEvent[] {
     this.lastPage = events.length > 0 && this.subscriptions.size > 1 ? { from, maxCount, events } : undefined;
     return events;
   }
