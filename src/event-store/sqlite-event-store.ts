@@ -45,7 +45,12 @@ interface CommittedGroup {
   readonly settled: ReadonlyArray<{ result: AppendResult } | { error: unknown }>;
   /** Whether the commit wrote an event (not only answers from events recorded before). */
   readonly wrote: boolean;
+  /** The first position it wrote (where it wrote). */
+  readonly firstPosition: number;
 }
+
+/** Stands for "no bound" in a read of the log's tail: SQLite's integers reach 2^63, positions never 2^53. */
+const NO_BOUND = Number.MAX_SAFE_INTEGER;
 
 /** How long readers wait before they ask again for a flush after the disk refused one. */
 const RETRY_FLUSH_MS = 100;
@@ -73,12 +78,13 @@ const PAGE_CACHE_KIB = 2048;
  * synchronous=NORMAL (the frames written, not yet synced; SQLite still syncs before each
  * checkpoint), and the store fdatasyncs the WAL file on libuv's thread pool, as FULL would have
  * done, before it answers the commit's appends. Commits made while a sync is in flight share the
- * next one. A subscription hands on no event that a power cut could still take back: of a page
- * that reaches past what this process's flushes have covered (`flushedThrough`), only the part
- * they covered goes on, and a page of none of it is read again after a flush begun after the read
- * (where another process wrote it, that process's own flush has mostly made it durable already,
- * and this one finds little to write). Commands' reads of a stream do see a commit before its
- * flush: an append decided on it is answered only after a later flush, which covers both.
+ * next one. A subscription hands on no event that a power cut could still take back: its reads of
+ * the log stop short of this process's first commit not yet flushed (`readableThrough`), and a
+ * page holding another process's commits past what this process's flushes have covered
+ * (`flushedThrough`) goes on once a flush of this process's, begun after the read, has ended (that
+ * process's own flush has mostly made them durable already, and this one finds little to write).
+ * Commands' reads of a stream do see a commit before its flush: an append decided on it is
+ * answered only after a later flush, which covers both.
  */
 export class SqliteEventStore implements EventStore {
   readonly kind = 'embedded';
@@ -102,8 +108,9 @@ export class SqliteEventStore implements EventStore {
   private readonly fileSync: FileSync | undefined;
   private walFd: number | undefined;
   private readonly walPath: string;
-  /** Commits that returned and wait for the next flush. */
+  /** Commits that returned and wait for the next flush; those the flush in flight covers. */
   private unsynced: CommittedGroup[] = [];
+  private inFlight: readonly CommittedGroup[] = [];
   /** Subscriptions' reads waiting for the end of the flush in flight (or of the next one). */
   private flushWaiters: Array<() => void> = [];
   private syncing = false;
@@ -164,8 +171,8 @@ export class SqliteEventStore implements EventStore {
       readStream: this.db.prepare<[string, number, number], EventRow>(
         'SELECT * FROM events WHERE stream_name = ? AND revision >= ? ORDER BY revision LIMIT ?',
       ),
-      readAll: this.db.prepare<[number, number], EventRow>(
-        'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?',
+      readAll: this.db.prepare<[number, number, number], EventRow>(
+        'SELECT * FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?',
       ),
       head: this.db.prepare<[], { position: number | null }>('SELECT max(position) AS position FROM events'),
     };
@@ -200,6 +207,7 @@ export class SqliteEventStore implements EventStore {
     if (queued.length === 0) return;
     const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
     let wrote = false;
+    this.firstWritten = undefined;
     // One commit, one time: its events all carry it.
     const recordedAt = Date.now();
     try {
@@ -224,7 +232,7 @@ export class SqliteEventStore implements EventStore {
       for (const append of queued) append.reject(error);
       return;
     }
-    const group: CommittedGroup = { appends: queued, settled, wrote };
+    const group: CommittedGroup = { appends: queued, settled, wrote, firstPosition: this.firstWritten ?? 0 };
     // Nothing written, and the log on disk through its head: its answers (conflicts, events
     // recorded before) rest on commits already flushed.
     if (!this.fileSync || (!wrote && !this.syncing && this.unsynced.length === 0 && (this.statements.head.get()?.position ?? 0) <= this.flushedThrough)) {
@@ -233,6 +241,18 @@ export class SqliteEventStore implements EventStore {
     }
     this.unsynced.push(group);
     if (!this.syncing) this.syncUnsynced();
+  }
+
+  /**
+   * The first position written in the commit being made (its first insert). An insert undone with
+   * its savepoint may have set it: AUTOINCREMENT hands the same number to the next insert then, so
+   * it is never past the commit's first event.
+   */
+  private firstWritten: number | undefined;
+
+  /** Resolves once a flush of this process's has covered the log through `position`. */
+  private async flushedTo(position: number): Promise<void> {
+    while (position > this.flushedThrough) await this.flushEnded();
   }
 
   /** Resolves at the end of the flush in flight, or of one begun now where none is. */
@@ -247,17 +267,19 @@ export class SqliteEventStore implements EventStore {
   private syncUnsynced(): void {
     const groups = this.unsynced;
     this.unsynced = [];
+    this.inFlight = groups;
     this.syncing = true;
     // Every commit up to here, this process's or another's, is in the file the flush covers.
     const head = this.statements.head.get()?.position ?? 0;
     const finished = (error: Error | null) => {
       this.syncing = false;
+      this.inFlight = [];
       if (error) this.notDurable(groups, error);
       else {
         this.flushedThrough = Math.max(this.flushedThrough, head);
         this.durable(groups);
       }
-      // Readers read again: what this flush covered goes on, the rest waits for the next. After
+      // Readers look again: what this flush covered goes on, the rest waits for the next. After
       // a flush the disk refused, a while later: they hold back what is not on disk, without
       // spinning on a disk that keeps refusing.
       const waiters = this.flushWaiters;
@@ -310,6 +332,13 @@ export class SqliteEventStore implements EventStore {
     if (groups.some((group) => group.wrote)) this.appended.emit('appended');
   }
 
+  /** The last position this process's readers may read: short of its first commit not yet flushed. */
+  private readableThrough(): number {
+    for (const group of this.inFlight) if (group.wrote) return group.firstPosition - 1;
+    for (const group of this.unsynced) if (group.wrote) return group.firstPosition - 1;
+    return NO_BOUND;
+  }
+
   /** One append in its savepoint; one with an event recorded before answers as that append did (or fails as a conflict). */
   private appendOnce(append: QueuedAppend, recordedAt: number): { result: AppendResult; wrote: boolean } {
     try {
@@ -350,6 +379,7 @@ export class SqliteEventStore implements EventStore {
       for (const event of events) {
         const info = this.statements.insert.run(event.id, streamName, revision, event.type, event.serializedData ?? JSON.stringify(event.data), JSON.stringify(event.metadata), recordedAt);
         position = Number(info.lastInsertRowid);
+        this.firstWritten ??= position;
         revision += 1;
       }
     } catch (error) {
@@ -396,7 +426,7 @@ export class SqliteEventStore implements EventStore {
 
   private readAllSync(after: Position | undefined, maxCount: number): RecordedEvent[] {
     const from = after === undefined ? 0 : Number(after.commit);
-    return this.statements.readAll.all(from, maxCount).map(toRecordedEvent);
+    return this.statements.readAll.all(from, this.readableThrough(), maxCount).map(toRecordedEvent);
   }
 
   /**
@@ -417,12 +447,9 @@ export class SqliteEventStore implements EventStore {
     const events = this.readAllSync(after, maxCount);
     const newest = events.length > 0 ? Number(events[events.length - 1]!.position.commit) : 0;
     if (!this.fileSync || newest <= this.flushedThrough) return this.handedOn(from, maxCount, events);
-    // Past the last flush (a commit of this process's read before its flush ended, or another
-    // process's): what a flush covered goes on now, the rest when it is read again; a page of
-    // none of it is read again once a flush has ended (one begun after this read covers all of it).
-    const flushed = events.findIndex((event) => Number(event.position.commit) > this.flushedThrough);
-    if (flushed > 0) return this.handedOn(from, maxCount, events.slice(0, flushed));
-    return this.flushEnded().then(() => this.readPage(after, maxCount));
+    // Another process's commits past this process's last flush (its own are not read before
+    // theirs): handed on, and to the next reader, once a flush has covered them.
+    return this.flushedTo(newest).then(() => this.handedOn(from, maxCount, events));
   }
 
   private handedOn(from: number, maxCount: number, events: readonly RecordedEvent[]): readonly RecordedEvent[] {
