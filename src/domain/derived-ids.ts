@@ -17,14 +17,16 @@ export function deterministicUuid(name: string): string {
 const MAX_ORDERED_NUMBER = 2 ** 48 - 1;
 
 /**
- * UUIDs (version 8, RFC 9562) that sort by (name, number): their first 74 free bits come from a
- * sha256 of the name, their last 48 are the number. Ids of one name are neighbours in any index
+ * UUIDs (version 8, RFC 9562) that sort by (lead, name, number): their first 74 free bits come
+ * from a sha256 of the name, after `lead` where one is given (hex digits that order the names
+ * among themselves: a time, say), their last 48 are the number. Ids of one name are neighbours in any index
  * keyed by id, in number order; ids from a hash alone scatter each insert onto its own page. The
  * maker for one name: the hash is worked out once, not per number (a batch's lines are recorded
  * together, and a sha256 per line costs more than the rest of its id).
  */
-export function orderedUuids(name: string): (number: number) => string {
-  const hex = hash('sha256', name, 'hex');
+export function orderedUuids(name: string, lead = ''): (number: number) => string {
+  if (!/^[0-9a-f]{0,11}$/.test(lead)) throw new RangeError(`an ordered UUID's lead is up to 11 hex digits, not ${lead}`);
+  const hex = lead + hash('sha256', name, 'hex').slice(lead.length);
   const variant = ((parseInt(hex[15]!, 16) & 0x3) | 0x8).toString(16);
   const prefix = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-${variant}${hex.slice(16, 19)}-`;
   return (number) => {

@@ -2,6 +2,7 @@
 // failed line reads in the batch's errors. Pure.
 import type { BatchError } from './batch.js';
 import { orderedUuids } from './derived-ids.js';
+import { ID_PREFIX } from './id-prefixes.js';
 import { JsonText } from './json-text.js';
 
 /** Tokens an engine reports for one request (OpenAI's usage object). */
@@ -58,11 +59,21 @@ export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineC
 /**
  * One id per input line, whatever its outcome, in line order within the batch. A group of
  * outcomes then lands on a few pages of the log's id index and of the history's, where ids from
- * a hash put each line on a page of its own (about one page written per line and commit). Which
- * lines a chunk's stream already holds is told by their line numbers, not by these ids: earlier
- * versions derived them from a hash (LineOutcomeLog).
+ * a hash put each line on a page of its own (about one page written per line and commit). The
+ * batch id's first 11 digits lead (the time it was minted, newBatchId), so batches' lines sort
+ * by when the batches were created: a new batch's lines go to the indexes' right edges, not to
+ * a page anywhere in them. Which lines a chunk's stream already holds is told by their line
+ * numbers, not by these ids: earlier versions derived them otherwise (a hash of batch and line,
+ * then of the batch alone), and a chunk run again after an upgrade records only the lines its
+ * stream lacks (LineOutcomeLog).
  */
-export const lineOutcomeEventIds = (batchId: string): ((line: number) => string) => orderedUuids(`${batchId}/lines`);
+export const lineOutcomeEventIds = (batchId: string): ((line: number) => string) => orderedUuids(`${batchId}/lines`, batchTimeDigits(batchId));
+
+/** A batch id's first 11 hex digits (its time, for the ids newBatchId mints); none for an id of another shape. */
+function batchTimeDigits(batchId: string): string {
+  const digits = batchId.slice(ID_PREFIX.batch.length, ID_PREFIX.batch.length + 11);
+  return batchId.startsWith(ID_PREFIX.batch) && /^[0-9a-f]{11}$/.test(digits) ? digits : '';
+}
 
 /** One line's id alone (a batch's lines are made by lineOutcomeEventIds, which hashes the batch once). */
 export const lineOutcomeEventId = (batchId: string, line: number): string => lineOutcomeEventIds(batchId)(line);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { outputFileId } from '../../src/domain/batch-output.js';
 import { ID_PREFIX } from '../../src/domain/id-prefixes.js';
+import { lineOutcomeEventId } from '../../src/domain/line-outcome.js';
 import { webhookEventId } from '../../src/domain/webhook.js';
 import {
   newBatchId,
@@ -34,6 +35,32 @@ describe('ids', () => {
     const ids = Array.from({ length: 100 }, mint);
     for (const id of ids) expect(id).toMatch(shape);
     expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it.each([
+    ['batches', newBatchId],
+    ['files', newFileId],
+    ['events', newEventId],
+  ] as const)('of %s sort by when they were minted, so indexes keyed by them grow at their right edge', async (_what, mint) => {
+    const earlier = Array.from({ length: 50 }, mint);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const later = Array.from({ length: 50 }, mint);
+    for (const id of later) expect(earlier.every((before) => before < id)).toBe(true);
+    // The time leads; the rest is random: ids of one millisecond differ.
+    expect(new Set([...earlier, ...later]).size).toBe(100);
+  });
+
+  it("of a batch's line outcomes sort by the batch's time, then by line, and are the same for the same batch and line", async () => {
+    const first = newBatchId();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const second = newBatchId();
+    expect(lineOutcomeEventId(first, 999)).toMatch(UUID);
+    expect(lineOutcomeEventId(first, 999) < lineOutcomeEventId(second, 0)).toBe(true);
+    expect(lineOutcomeEventId(first, 1) < lineOutcomeEventId(first, 2)).toBe(true);
+    expect(lineOutcomeEventId(first, 7)).toBe(lineOutcomeEventId(first, 7));
+    // Batch ids of another shape (earlier versions', tests') still get ids of their own.
+    expect(lineOutcomeEventId('batch_x', 7)).toMatch(UUID);
+    expect(lineOutcomeEventId('batch_x', 7)).not.toBe(lineOutcomeEventId('batch_y', 7));
   });
 
   it('derived from names take their prefix from the same table, and are the same for the same name', () => {
