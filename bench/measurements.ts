@@ -26,6 +26,14 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
 }
 
+/**
+ * Bytes a live process has handed to write calls so far (/proc's wchar: files and sockets alike).
+ * Unlike its time, what a process writes for the same work does not move with a busy machine.
+ */
+export function bytesWritten(pid: number): number {
+  return Number(/^wchar:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? NaN);
+}
+
 /** Resident set size of a live process now, in MiB. */
 export function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -99,7 +99,9 @@ async function besidePreviousBuild(shape: Parameters<typeof benchBatch>[0]): Pro
   const before: BatchBenchResult[] = [];
   for (let round = 0; round < shape.rounds; round++) {
     const order = round % 2 === 0 ? ([current, before] as const) : ([before, current] as const);
-    for (const results of order) results.push(await benchBatch({ ...shape, rounds: 1, ...(results === before ? { build: previous } : {}) }));
+    // The previous build's rounds keep no log (the replay benchmark replays this build's).
+    const { keepLog: _kept, ...previousShape } = shape;
+    for (const results of order) results.push(await benchBatch(results === before ? { ...previousShape, rounds: 1, build: previous } : { ...shape, rounds: 1 }));
   }
   return { ...medianOfRounds(current), previous: { build: previousCommit(previous), ...medianOfRounds(before) } };
 }
@@ -108,22 +110,16 @@ try {
   if (selected.has('upload')) log('upload', (results.upload = stamp(await benchUpload(rounds))).data);
   if (selected.has('validation')) log('validation', (results.validation = stamp(await benchValidation(rounds))).data);
   if (selected.has('overhead')) {
-    const small = await benchBatch({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds });
-    const large = await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, keepLog });
+    // With BENCH_PREVIOUS_BUILD, the previous build's rounds alternate with this build's (its CPU
+    // per line beside this build's, each against the bare loop of its own round's minutes).
+    const { previous: smallBefore, ...small } = await besidePreviousBuild({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds });
+    const { previous: largeBefore, ...large } = await besidePreviousBuild({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, keepLog });
     // Memory (8): the same two batches once more with the heap held to 64 MiB, to tell what a batch
     // needs from what the runtime keeps because it may.
     const capped = { NODE_OPTIONS: `--max-old-space-size=${CAPPED_HEAP_MIB}` };
     const cappedSmall = await benchBatch({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, spoolEnv: capped });
     const cappedLarge = await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, spoolEnv: capped });
-    // The same two batches on the previous build (BENCH_PREVIOUS_BUILD), in the same run: its CPU per line beside this build's.
-    const previous = previousBuild();
-    const before = previous
-      ? {
-          build: previousCommit(previous),
-          small: await benchBatch({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, build: previous }),
-          large: await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, build: previous }),
-        }
-      : undefined;
+    const before = smallBefore && largeBefore ? { build: smallBefore.build, small: smallBefore, large: largeBefore } : undefined;
     log('overhead', (results.overhead = stamp({ large, small, capped: { small: cappedSmall, large: cappedLarge }, ...(before ? { previous: before } : {}) })).data);
   }
   if (selected.has('replay')) {

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import OpenAI, { toFile } from 'openai';
 import { stop } from '../test/support/processes.js';
 import { BENCH_JOB, BENCH_MODEL, benchJobEnv, spoolBatchOnEmbedded, startUpstream, writeBatchInput } from './batch.js';
-import { cpuSeconds, median, peakRssMiB, rssMiB } from './measurements.js';
+import { bytesWritten, cpuSeconds, median, peakRssMiB, rssMiB } from './measurements.js';
 import { startSpool } from './spool.js';
 
 /** Requests in flight at the upstream and Spool's ENGINE_CONCURRENCY: as the pure-overhead batch (2). */
@@ -108,6 +108,8 @@ export interface WaveRun {
   maxCreatedToEnded: number;
   /** Spool's CPU (user + system, all threads) from the first create to the last end, per 1,000 lines, ms. */
   cpuMsPerThousandLines: number;
+  /** What Spool handed to write calls over the same span (its log's and read models' pages, files, sockets), per line, KiB. */
+  writtenKiBPerLine: number;
   rssMiB: number;
 }
 
@@ -121,12 +123,14 @@ async function wave(service: { url: string; pid: number; dataDir: string }, tag:
   const files = await inPool(names, 16, async (name) => (await client.files.create({ file: await toFile(Buffer.from(jsonl(name, lines)), `${name}.jsonl`), purpose: 'batch' })).id);
   const since = lastPosition(service.dataDir);
   const cpuBefore = cpuSeconds(service.pid);
+  const writtenBefore = bytesWritten(service.pid);
   const ids = await inPool(files, CREATES_AT_ONCE, async (fileId) => (await client.batches.create({ input_file_id: fileId, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: BENCH_JOB } as never)).id);
   for (const deadline = Date.now() + 3_600_000; endedBatches(service.dataDir, since) < batches; ) {
     if (Date.now() > deadline) throw new Error(`${batches} small batches did not end within an hour`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const cpu = cpuSeconds(service.pid) - cpuBefore;
+  const written = bytesWritten(service.pid) - writtenBefore;
   // Checked after the clock stopped: every batch completed with every line, none failed.
   const ended = await inPool(ids, 16, (id) => client.batches.retrieve(id));
   const short = ended.filter((batch) => batch.status !== 'completed' || batch.request_counts?.completed !== lines || batch.request_counts?.failed !== 0);
@@ -143,6 +147,7 @@ async function wave(service: { url: string; pid: number; dataDir: string }, tag:
     validatedToEnded: median(spans.validatedToEnded),
     maxCreatedToEnded: Math.max(...spans.createdToEnded),
     cpuMsPerThousandLines: (cpu * 1000) / ((batches * lines) / 1000),
+    writtenKiBPerLine: written / 1024 / (batches * lines),
     rssMiB: rssMiB(service.pid),
   };
 }
@@ -216,59 +221,83 @@ export interface HistoryRun {
   peakRssMiB: number;
   firstTenthRssMiB: number;
   lastTenthRssMiB: number;
+  /** CPU per 1,000 lines and KiB written per line, the first tenth's and the last tenth's (medians): what a busy machine blurs less. */
+  firstTenthCpuMsPerThousandLines?: number;
+  lastTenthCpuMsPerThousandLines?: number;
+  firstTenthWrittenKiBPerLine?: number;
+  lastTenthWrittenKiBPerLine?: number;
 }
 
 export interface HistoryResult {
   waves: number;
   batchesPerWave: number;
   lines: number;
+  /** Whether the builds' services ran side by side, fed a wave each in turn (since 2026-11-30; before, one build's waves after the other's). */
+  alternated?: boolean;
   thisBuild: HistoryRun;
   previousBuild?: HistoryRun;
 }
 
-async function historyRun(options: { waves: number; batches: number; lines: number; build?: string }): Promise<HistoryRun> {
+/** The first and last tenth of a service's waves, summed up. */
+function historyOf(waves: WaveRun[], peakRss: number): HistoryRun {
+  const tenth = Math.max(1, Math.round(waves.length / 10));
+  const first = waves.slice(0, tenth);
+  const last = waves.slice(-tenth);
+  /** A figure's median over the first tenth and over the last. */
+  const tenths = (figure: (run: WaveRun) => number): [number, number] => [median(first.map(figure)), median(last.map(figure))];
+  const [firstRate, lastRate] = tenths((run) => run.linesPerSecond);
+  const [firstRss, lastRss] = tenths((run) => run.rssMiB);
+  const [firstCpu, lastCpu] = tenths((run) => run.cpuMsPerThousandLines);
+  const [firstWritten, lastWritten] = tenths((run) => run.writtenKiBPerLine);
+  return {
+    waves,
+    firstTenthLinesPerSecond: firstRate,
+    lastTenthLinesPerSecond: lastRate,
+    ratio: lastRate / firstRate,
+    peakRssMiB: peakRss,
+    firstTenthRssMiB: firstRss,
+    lastTenthRssMiB: lastRss,
+    firstTenthCpuMsPerThousandLines: firstCpu,
+    lastTenthCpuMsPerThousandLines: lastCpu,
+    firstTenthWrittenKiBPerLine: firstWritten,
+    lastTenthWrittenKiBPerLine: lastWritten,
+  };
+}
+
+/**
+ * Item 13: waves of batches through one service, the same work each wave, and its speed as it
+ * ages. With a previous build, both builds' services run side by side from the start and take a
+ * wave each in turn, so a machine that slows for some minutes slows both (one build's fifty waves
+ * after the other's measured the minutes each ran in as much as the build).
+ */
+export async function benchHistory(options: { waves: number; batches: number; lines: number; previous?: string }): Promise<HistoryResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-history-'));
   const upstream = await startUpstream(0, CONCURRENCY);
+  const builds = options.previous ? [undefined, options.previous] : [undefined];
+  const services: Array<{ build: string | undefined; spool: Awaited<ReturnType<typeof startSpool>>; dataDir: string; waves: WaveRun[]; peak: number }> = [];
   try {
-    const dataDir = mkdtempSync(join(work, 'data-'));
-    const spool = await startSpool(dataDir, benchJobEnv(work, upstream.url, CONCURRENCY), options.build);
-    const waves: WaveRun[] = [];
-    let peak: number;
-    try {
-      for (let index = 0; index < options.waves; index++) {
-        const run = await wave({ url: spool.url, pid: spool.child.pid!, dataDir }, `w${index}`, options.batches, options.lines);
-        waves.push(run);
+    const env = benchJobEnv(work, upstream.url, CONCURRENCY);
+    for (const build of builds) {
+      const dataDir = mkdtempSync(join(work, 'data-'));
+      services.push({ build, spool: await startSpool(dataDir, env, build), dataDir, waves: [], peak: 0 });
+    }
+    for (let index = 0; index < options.waves; index++) {
+      for (const service of services) {
+        const run = await wave({ url: service.spool.url, pid: service.spool.child.pid!, dataDir: service.dataDir }, `w${index}`, options.batches, options.lines);
+        service.waves.push(run);
         if (index % 5 === 0 || index === options.waves - 1) {
-          process.stdout.write(`history (${options.build ? 'previous' : 'this'} build) wave ${index + 1}/${options.waves}: ${run.linesPerSecond.toFixed(0)} lines/s, ${run.batchesPerSecond.toFixed(1)} batches/s, rss ${run.rssMiB.toFixed(0)} MiB\n`);
+          process.stdout.write(`history (${service.build ? 'previous' : 'this'} build) wave ${index + 1}/${options.waves}: ${run.linesPerSecond.toFixed(0)} lines/s, ${run.batchesPerSecond.toFixed(1)} batches/s, ${run.cpuMsPerThousandLines.toFixed(0)} ms CPU per 1,000 lines, ${run.writtenKiBPerLine.toFixed(1)} KiB written per line, rss ${run.rssMiB.toFixed(0)} MiB\n`);
         }
       }
-    } finally {
-      peak = peakRssMiB(spool.child.pid!);
-      await stop(spool.child);
     }
-    const tenth = Math.max(1, Math.round(options.waves / 10));
-    const first = waves.slice(0, tenth);
-    const last = waves.slice(-tenth);
-    const firstRate = median(first.map((run) => run.linesPerSecond));
-    const lastRate = median(last.map((run) => run.linesPerSecond));
-    return {
-      waves,
-      firstTenthLinesPerSecond: firstRate,
-      lastTenthLinesPerSecond: lastRate,
-      ratio: lastRate / firstRate,
-      peakRssMiB: peak,
-      firstTenthRssMiB: median(first.map((run) => run.rssMiB)),
-      lastTenthRssMiB: median(last.map((run) => run.rssMiB)),
-    };
   } finally {
+    for (const service of services) {
+      service.peak = peakRssMiB(service.spool.child.pid!);
+      await stop(service.spool.child);
+    }
     await upstream.stop();
     rmSync(work, { recursive: true, force: true });
   }
-}
-
-/** Item 13: waves of batches through one service, the same work each wave, and its speed as it ages. */
-export async function benchHistory(options: { waves: number; batches: number; lines: number; previous?: string }): Promise<HistoryResult> {
-  const thisBuild = await historyRun(options);
-  const previousBuild = options.previous ? await historyRun({ ...options, build: options.previous }) : undefined;
-  return { waves: options.waves, batchesPerWave: options.batches, lines: options.lines, thisBuild, ...(previousBuild ? { previousBuild } : {}) };
+  const [ours, previous] = services.map((service) => historyOf(service.waves, service.peak));
+  return { waves: options.waves, batchesPerWave: options.batches, lines: options.lines, alternated: builds.length > 1, thisBuild: ours!, ...(previous ? { previousBuild: previous } : {}) };
 }
