@@ -77,7 +77,7 @@ export function smallBatchesSections(results: Results, format: Format): { summar
           ` One service on the embedded default against the upstream of item 2, fed ${h.waves} waves of ${h.batchesPerWave} batches × ${h.lines} lines, the same work each wave (as item 12: uploaded first, created at once, timed from the log). ` +
           'The figure is the median lines/s of the last tenth of the waves against the first tenth; RSS is read after each wave. ' +
           'Beside it, the service\'s CPU per 1,000 lines and what it handed to write calls per line (its log\'s and read models\' pages, its files, its sockets), first tenth → last tenth: a busy machine blurs these less than lines/s, and a step that grows with history shows in them. ' +
-          (h.alternated ? 'Both builds\' services ran side by side from the start, fed a wave each in turn, so a slow stretch of the machine slows both. ' : 'The builds ran one after the other. ') +
+          (h.alternated ? 'Both builds\' services ran side by side from the start, fed a wave each in turn (this, previous, previous, this, …), so a slow stretch of the machine slows both. ' : 'The builds ran one after the other. ') +
           'The benchmark learns that a wave has ended from the log\'s tail past the wave\'s start (until a change of 2026-11-28 it counted over the whole log every 100 ms, a scan that grew with history and took the cores the service ran on).',
         '',
         '| build | first tenth, lines/s | last tenth, lines/s | last / first | CPU per 1,000 lines (first → last tenth) | written per line (first → last tenth) | RSS (first → last tenth) | peak RSS | target: not slower by more than 10%, RSS within 10% |',

@@ -267,8 +267,9 @@ function historyOf(waves: WaveRun[], peakRss: number): HistoryRun {
 /**
  * Item 13: waves of batches through one service, the same work each wave, and its speed as it
  * ages. With a previous build, both builds' services run side by side from the start and take a
- * wave each in turn, so a machine that slows for some minutes slows both (one build's fifty waves
- * after the other's measured the minutes each ran in as much as the build).
+ * wave each in turn, first one then the other, so a machine that slows for some minutes slows
+ * both (one build's fifty waves after the other's measured the minutes each ran in as much as the
+ * build).
  */
 export async function benchHistory(options: { waves: number; batches: number; lines: number; previous?: string }): Promise<HistoryResult> {
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-history-'));
@@ -282,7 +283,9 @@ export async function benchHistory(options: { waves: number; batches: number; li
       services.push({ build, spool: await startSpool(dataDir, env, build), dataDir, waves: [], peak: 0 });
     }
     for (let index = 0; index < options.waves; index++) {
-      for (const service of services) {
+      // This, previous, previous, this, …: neither build always follows the other (the one that
+      // goes second meets whatever the first left the machine doing: its disk's write-back, say).
+      for (const service of index % 2 === 0 ? services : [...services].reverse()) {
         const run = await wave({ url: service.spool.url, pid: service.spool.child.pid!, dataDir: service.dataDir }, `w${index}`, options.batches, options.lines);
         service.waves.push(run);
         if (index % 5 === 0 || index === options.waves - 1) {

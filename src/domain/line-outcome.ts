@@ -57,6 +57,14 @@ export interface LineFailedData {
 export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineCompletedData } | { readonly type: 'LineFailed'; readonly data: LineFailedData };
 
 /**
+ * A line number takes 8 hex digits of its outcome's id (a 200 MB input holds far fewer than 2^32
+ * lines), so that 46 bits of the batch's hash follow its 44 bits of time: two batches created in
+ * the same millisecond share their outcomes' ids once in 2^46 pairs (a shared id would refuse
+ * the second batch's outcomes as another append's). With 48 bits for the line, 30 bits were left.
+ */
+const LINE_NUMBER_DIGITS = 8;
+
+/**
  * One id per input line, whatever its outcome, in line order within the batch. A group of
  * outcomes then lands on a few pages of the log's id index and of the history's, where ids from
  * a hash put each line on a page of its own (about one page written per line and commit). The
@@ -67,7 +75,9 @@ export type LineOutcome = { readonly type: 'LineCompleted'; readonly data: LineC
  * then of the batch alone), and a chunk run again after an upgrade records only the lines its
  * stream lacks (LineOutcomeLog).
  */
-export const lineOutcomeEventIds = (batchId: string): ((line: number) => string) => orderedUuids(`${batchId}/lines`, batchTimeDigits(batchId));
+export const lineOutcomeEventIds = (batchId: string): ((line: number) => string) =>
+  orderedUuids(`${batchId}/lines`, { lead: batchTimeDigits(batchId), numberDigits: LINE_NUMBER_DIGITS });
+
 
 /** A batch id's first 11 hex digits (its time, for the ids newBatchId mints); none for an id of another shape. */
 function batchTimeDigits(batchId: string): string {

@@ -1,4 +1,5 @@
-// Every id minted at random, in one place; ids derived from names are src/domain/derived-ids.ts.
+// Every id minted (at random, or the time first and random after), in one place; ids derived from
+// names are src/domain/derived-ids.ts.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ID_PREFIX } from '../domain/id-prefixes.js';
 
@@ -7,12 +8,13 @@ const randomHex = (): string => randomBytes(12).toString('hex');
 
 /**
  * 24 hex digits that sort by when they were minted: the time in milliseconds (11 digits, enough
- * until the year 2527), then 52 random bits (two ids of one millisecond collide about once in
- * 2^26 pairs). For the ids minted many times a second, whose names key the log's streams and the
- * read models' rows: every index keyed by them takes a new id at its right edge, and the ids of
- * batches that move together (created in the same seconds) share index pages. Ids from random
- * digits alone put each batch's rows on pages of their own, spread over the whole of each index,
- * so a commit wrote more pages the longer a service had run (bench/FINDINGS.md).
+ * until the year 2527), then 52 random bits (two ids of one millisecond are the same once in 2^52
+ * pairs: a millisecond would need some 2^26 of them for one likely). For the ids minted many
+ * times a second, whose names key the log's streams and the read models' rows: every index keyed
+ * by them takes a new id at its right edge, and the ids of batches that move together (created
+ * in the same seconds) share index pages. Ids from random digits alone put each batch's rows on
+ * pages of their own, spread over the whole of each index, so a commit wrote more pages the
+ * longer a service had run (bench/FINDINGS.md).
  */
 const timeOrderedHex = (): string => Date.now().toString(16).padStart(11, '0') + randomBytes(7).toString('hex').slice(0, 13);
 

@@ -58,6 +58,13 @@ describe('ids', () => {
     expect(lineOutcomeEventId(first, 999) < lineOutcomeEventId(second, 0)).toBe(true);
     expect(lineOutcomeEventId(first, 1) < lineOutcomeEventId(first, 2)).toBe(true);
     expect(lineOutcomeEventId(first, 7)).toBe(lineOutcomeEventId(first, 7));
+    // Two batches of one millisecond: the same lead, ids of their own (46 bits of hash apart).
+    const sameTime = (random: string) => `${first.slice(0, ID_PREFIX.batch.length + 11)}${random}`;
+    expect(lineOutcomeEventId(sameTime('0000000000000'), 3)).not.toBe(lineOutcomeEventId(sameTime('0000000000001'), 3));
+    expect(lineOutcomeEventId(sameTime('0000000000000'), 3).slice(0, 12)).toBe(lineOutcomeEventId(sameTime('0000000000001'), 3).slice(0, 12));
+    // A line number takes 8 hex digits: more lines than a 200 MB input can hold are refused, not wrapped.
+    expect(lineOutcomeEventId(first, 2 ** 32 - 1)).toMatch(/ffffffff$/);
+    expect(() => lineOutcomeEventId(first, 2 ** 32)).toThrow(RangeError);
     // Batch ids of another shape (earlier versions', tests') still get ids of their own.
     expect(lineOutcomeEventId('batch_x', 7)).toMatch(UUID);
     expect(lineOutcomeEventId('batch_x', 7)).not.toBe(lineOutcomeEventId('batch_y', 7));
