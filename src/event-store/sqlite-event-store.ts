@@ -165,7 +165,7 @@ export class SqliteEventStore implements EventStore {
     if (queued.length === 0) return;
     const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
     let wrote = false;
-    this.appender.firstWritten = undefined;
+    this.appender.beginCommit();
     // One commit, one time: its events all carry it.
     const recordedAt = Date.now();
     try {

@@ -30,12 +30,22 @@ export class SqliteStreamAppender {
   private readonly statements;
   private readonly appendInSavepoint: (streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) => { result: AppendResult; wrote: boolean };
 
+  /** See firstWritten. */
+  private firstOfCommit: number | undefined;
+
   /**
-   * The first position written in the commit being made (its first insert). An insert undone with
-   * its savepoint may have set it: AUTOINCREMENT hands the same number to the next insert then, so
-   * it is never past the commit's first event.
+   * The first position written in the commit being made (its first insert, since beginCommit). An
+   * insert undone with its savepoint may have set it: AUTOINCREMENT hands the same number to the
+   * next insert then, so it is never past the commit's first event.
    */
-  firstWritten: number | undefined;
+  get firstWritten(): number | undefined {
+    return this.firstOfCommit;
+  }
+
+  /** A group commit begins: nothing written in it yet. */
+  beginCommit(): void {
+    this.firstOfCommit = undefined;
+  }
 
   constructor(db: Database.Database) {
     this.statements = {
@@ -96,7 +106,7 @@ export class SqliteStreamAppender {
       for (const event of events) {
         const info = this.statements.insert.run(event.id, streamName, revision, event.type, event.serializedData ?? JSON.stringify(event.data), JSON.stringify(event.metadata), recordedAt);
         position = Number(info.lastInsertRowid);
-        this.firstWritten ??= position;
+        this.firstOfCommit ??= position;
         revision += 1;
       }
     } catch (error) {
