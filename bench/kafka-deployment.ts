@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { type KafkaBroker, startKafkaBroker } from '../test/support/kafka-broker.js';
 import { peakRssMiB } from './measurements.js';
 import { stop, waitForReady } from '../test/support/processes.js';
-import { BENCH_API_KEY, profilingArgs, startSpoolCommand } from './spool.js';
+import { BENCH_API_KEY, spoolNodeArgs, startSpoolCommand } from './spool.js';
 
 /** The roles of the scaled-out shape, each its own process, as deploy/ runs them. */
 const ROLES: Array<{ name: string; args: string[] }> = [
@@ -48,7 +48,7 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
   };
   const children = new Map<string, { child: ChildProcess; url: string }>();
   const start = async (name: string, args: string[], extra: Record<string, string> = {}) => {
-    const { child, url } = await startSpoolCommand(args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) }, build, profilingArgs());
+    const { child, url } = await startSpoolCommand(args, { ...shared, ...extra, DATA_DIR: join(dataDir, name) }, build, spoolNodeArgs());
     children.set(name, { child, url });
   };
   const ready = async (name: string) => (await (await fetch(`${children.get(name)!.url}/ready`)).json()) as { processors?: { inference?: { handled: number; partitions?: number[] } } };

@@ -20,7 +20,8 @@
 // BENCH_CONCURRENCY (128) its upstream; BENCH_CHECKPOINT_ROUNDS (default 5) those of checkpoint
 // staging. BENCH_IMAGE_LINES (default 100,1000) the batch sizes of the 8 MiB-image memory run
 // (each line about 0.1-0.4 s on 2 shared cores). BENCH_PREFIX_LINES (default 50,000) the lines of the
-// prefix-cache batch, BENCH_PREFIX_ROUNDS (default 1) its rounds (two runs of it each). BENCH_PROFILE=DIR profiles every spool process started, the Kafka shape's seven included (see bench/spool.ts).
+// prefix-cache batch, BENCH_PREFIX_ROUNDS (default 1) its rounds (two runs of it each). BENCH_PROFILE=DIR profiles every spool process started, the Kafka shape's seven included (see bench/spool.ts);
+// BENCH_SPOOL_NODE_OPTIONS becomes their NODE_OPTIONS, and BENCH_SPOOL_NODE_ARGS is given to node itself (V8's flags NODE_OPTIONS refuses).
 // BENCH_TIMELINE=1 prints, for `batch` and `kafka`, the upstream's requests in service per quarter second and, on Kafka, the
 // inference processors' limit, requests in flight, batch concurrency and queued lines every quarter second.
 // In the scheduler's interactive scenario it prints, every 100 ms of the window beside the batch, the engine's requests

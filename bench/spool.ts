@@ -19,17 +19,21 @@ export interface SpoolProcess {
  */
 export async function startSpool(dataDir: string, env: Record<string, string> = {}, build?: string): Promise<SpoolProcess> {
   const processEnv = { PORT: '0', DATA_DIR: dataDir, API_KEY: BENCH_API_KEY, ...(process.env.BENCH_SPOOL_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SPOOL_NODE_OPTIONS } : {}), ...env };
-  const { child, url } = await startSpoolCommand(['serve'], processEnv, build, profilingArgs());
+  const { child, url } = await startSpoolCommand(['serve'], processEnv, build, spoolNodeArgs());
   await waitForReady(url, 60_000);
   return { child, url };
 }
 
-/** node's flags for a Spool process under BENCH_PROFILE=DIR: a .cpuprofile of it in DIR when it stops. */
-export function profilingArgs(): string[] {
+/**
+ * node's flags for a Spool process: BENCH_SPOOL_NODE_ARGS (V8's flags that NODE_OPTIONS refuses,
+ * e.g. --single-threaded-gc), and under BENCH_PROFILE=DIR a .cpuprofile of it in DIR when it stops.
+ */
+export function spoolNodeArgs(): string[] {
+  const given = (process.env.BENCH_SPOOL_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const profileDir = process.env.BENCH_PROFILE;
-  if (!profileDir) return [];
+  if (!profileDir) return given;
   mkdirSync(profileDir, { recursive: true });
-  return ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
+  return [...given, '--cpu-prof', `--cpu-prof-dir=${profileDir}`];
 }
 
 /** Starts a Spool command (serve, processor, relay) of this checkout, or of `build` (BENCH_PREVIOUS_BUILD), once it says where it listens. */

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type CommandContext, execute, loadState } from '../src/application/command-handler.js';
 import { StreamStates } from '../src/application/stream-states.js';
 import type { Decider } from '../src/domain/decider.js';
+import { reject } from '../src/domain/rejection.js';
 import type { EventStore } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { tempDir } from './support/service.js';
@@ -20,17 +21,19 @@ const tallyDecider: Decider<{ by: string }, Tally, Counted> = {
   initialState: { count: 0, by: [] },
 };
 
-/** A real store, its stream reads counted: how many events each load read from the log. */
-function countingReads(store: EventStore): { store: EventStore; eventsRead: () => number } {
+/** A real store, its stream reads counted: how many events each load read from the log, and how many reads. */
+function countingReads(store: EventStore): { store: EventStore; eventsRead: () => number; reads: () => number } {
   let read = 0;
+  let reads = 0;
   const counted = Object.create(store) as EventStore;
   counted.readStream = async function* (streamName, options) {
+    reads += 1;
     for await (const event of store.readStream(streamName, options)) {
       read += 1;
       yield event;
     }
   };
-  return { store: counted, eventsRead: () => read };
+  return { store: counted, eventsRead: () => read, reads: () => reads };
 }
 
 const context = (eventStore: EventStore): CommandContext => ({
@@ -58,15 +61,43 @@ describe('states kept between commands', () => {
     expect(loaded).toEqual({ state: { count: 11, by: [...Array(10).fill('here'), 'other'] }, revision: 10n });
     expect(eventsRead()).toBe(1);
 
-    // A command racing the other process decides again on the fresh state, and keeps that.
-    const racing = execute(context(store), stream, tallyDecider, { by: 'here' });
+    // A command on a kept state the other process has moved past: the append's expected revision
+    // refuses it, and the command decides again on the stream as it is, and keeps that.
     await other.appendToStream(stream, [{ id: randomUUID(), type: 'Counted', data: { by: 'other' }, metadata: { schemaVersion: 1 } }], { expectedRevision: 10n });
-    const raced = await racing;
+    const raced = await execute(context(store), stream, tallyDecider, { by: 'here' });
     expect(E.isRight(raced) && raced.right.state.count).toBe(13);
     expect((await loadState(here, stream, tallyDecider)).state.by.slice(-2)).toEqual(['other', 'here']);
     const fresh = new SqliteEventStore(path);
     expect((await loadState(fresh, stream, tallyDecider)).state).toEqual((await loadState(store, stream, tallyDecider)).state);
     await Promise.all([fresh.close(), other.close(), here.close()]);
+  });
+
+  it('decides on a kept state without reading the stream, and reads it where the decision appends nothing or the stream moved on', async () => {
+    // At most three counts: the fourth is refused.
+    const cappedDecider: Decider<{ by: string }, Tally, Counted> = {
+      ...tallyDecider,
+      decide: (command, state) => (state.count >= 3 ? reject('conflict', 'three at most') : E.right([{ type: 'Counted', data: { by: command.by } }])),
+    };
+    const path = join(tempDir('stream-states'), 'events.sqlite');
+    const here = new SqliteEventStore(path);
+    const other = new SqliteEventStore(path);
+    const { store, reads } = countingReads(here);
+    const stream = `batch-${randomUUID()}`;
+    // The first command reads the (empty) stream; the second decides on the state the first kept.
+    expect(E.isRight(await execute(context(store), stream, cappedDecider, { by: 'here' }))).toBe(true);
+    expect(E.isRight(await execute(context(store), stream, cappedDecider, { by: 'here' }))).toBe(true);
+    expect(reads()).toBe(1);
+    // Another process takes the third count: the kept state (two) would allow one more, the
+    // append after it is refused, and the command, decided again on the stream, is refused too.
+    await other.appendToStream(stream, [{ id: randomUUID(), type: 'Counted', data: { by: 'other' }, metadata: { schemaVersion: 1 } }], { expectedRevision: 1n });
+    const refused = await execute(context(store), stream, cappedDecider, { by: 'here' });
+    expect(E.isLeft(refused)).toBe(true);
+    expect(reads()).toBe(2);
+    // A refusal on a kept state (now three) rests on the stream read again, not on the kept state alone.
+    expect(E.isLeft(await execute(context(store), stream, cappedDecider, { by: 'here' }))).toBe(true);
+    expect(reads()).toBe(3);
+    expect((await loadState(new SqliteEventStore(path), stream, cappedDecider)).state.by).toEqual(['here', 'here', 'other']);
+    await Promise.all([other.close(), here.close()]);
   });
 
   it('keeps no state for streams read once or twice (files), nor a state folded by another decider', async () => {
