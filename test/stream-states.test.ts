@@ -100,6 +100,27 @@ describe('states kept between commands', () => {
     await Promise.all([other.close(), here.close()]);
   });
 
+  it('a command on a stream it expects new decides on the initial state without reading, and reads where the stream exists', async () => {
+    // Made once: a second is refused.
+    const onceDecider: Decider<{ by: string }, Tally, Counted> = {
+      ...tallyDecider,
+      decide: (command, state) => (state.count > 0 ? reject('conflict', 'made already') : E.right([{ type: 'Counted', data: { by: command.by } }])),
+    };
+    const path = join(tempDir('stream-states'), 'events.sqlite');
+    const here = new SqliteEventStore(path);
+    const { store, reads } = countingReads(here);
+    const stream = `file-${randomUUID()}`;
+    expect(E.isRight(await execute(context(store), stream, onceDecider, { by: 'first' }, { newStream: true }))).toBe(true);
+    expect(reads()).toBe(0);
+    // The stream is there now (files keep no state): the append expecting none is refused, and
+    // the command, decided again on the stream as it is, is refused too.
+    const again = await execute(context(store), stream, onceDecider, { by: 'second' }, { newStream: true });
+    expect(E.isLeft(again) && again.left.kind).toBe('conflict');
+    expect(reads()).toBe(1);
+    expect((await loadState(here, stream, onceDecider)).state.by).toEqual(['first']);
+    await here.close();
+  });
+
   it('keeps no state for streams read once or twice (files), nor a state folded by another decider', async () => {
     const { store, eventsRead } = countingReads(new SqliteEventStore(join(tempDir('stream-states-files'), 'events.sqlite')));
     const file = `file-${randomUUID()}`;

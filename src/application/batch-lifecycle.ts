@@ -64,7 +64,8 @@ export class BatchLifecycle {
       expires_at: sla === null ? null : now + sla,
       ...(ownerOf(principal) !== undefined ? { account_id: ownerOf(principal)! } : {}),
     };
-    const outcome = await this.run(facts.batch_id, { type: 'CreateBatch', facts }, metadata);
+    // The batch id was minted just now: its stream is new.
+    const outcome = await execute(this.deps, batchStreamName(facts.batch_id), batchDecider, { type: 'CreateBatch', facts }, { metadata, newStream: true });
     return E.map(() => facts)(outcome);
   }
 

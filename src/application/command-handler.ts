@@ -20,6 +20,11 @@ export interface CommandOptions<Event> {
   readonly metadata?: CommandMetadata;
   /** Ids for the new events; random unless given (a derived id makes a repeated command append nothing). */
   readonly eventIds?: (event: Event, index: number) => string;
+  /**
+   * The stream is almost always new (its id was minted for this command, or is derived for a
+   * stream made once): decided on the initial state without reading it first, as on a kept state.
+   */
+  readonly newStream?: boolean;
 }
 
 /** This process's read models, as far as a command's answer needs them. */
@@ -95,7 +100,7 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
   // batch's life mostly find nothing after it: four reads of nothing per batch); the append's
   // expected revision proves it current. Where it was not, or the decision appends nothing (a
   // refusal must rest on the stream as it is), the stream is read as always.
-  const kept = statesOf(store).get(streamName, decider);
+  const kept = statesOf(store).get(streamName, decider) ?? (options.newStream ? { state: decider.initialState, revision: undefined } : undefined);
   if (kept) {
     const handled = await appendOnKeptState(store, streamName, decider, command, kept, options);
     if (handled) return handled;
@@ -124,8 +129,8 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
 }
 
 /**
- * Decides on a kept state and appends right after it; undefined where the decision must rest on
- * the stream read now: it appended nothing, the stream had moved on (the append's expected
+ * Decides on a kept state (or a new stream's initial state) and appends right after it; undefined
+ * where the decision must rest on the stream read now: it appended nothing, the stream had moved on (the append's expected
  * revision refused it), or the append was answered as one sent before (its events recorded
  * elsewhere in the stream than right after this state).
  */
@@ -134,15 +139,15 @@ async function appendOnKeptState<Command, State, Event extends DomainEvent>(
   streamName: string,
   decider: Decider<Command, State, Event>,
   command: Command,
-  kept: { state: State; revision: bigint },
+  kept: { state: State; revision: bigint | undefined },
   options: CommandOptions<Event>,
 ): Promise<E.Either<Rejection, Handled<State, Event>> | undefined> {
   const decision = decider.decide(command, kept.state);
   if (E.isLeft(decision) || decision.right.length === 0) return undefined;
   const events = decision.right;
   try {
-    const appended = await store.appendToStream(streamName, newEvents(events, options), { expectedRevision: kept.revision });
-    if (appended.nextExpectedRevision !== kept.revision + BigInt(events.length)) return undefined;
+    const appended = await store.appendToStream(streamName, newEvents(events, options), { expectedRevision: kept.revision ?? 'no_stream' });
+    if (appended.nextExpectedRevision !== (kept.revision ?? -1n) + BigInt(events.length)) return undefined;
     const next = events.reduce(decider.evolve, kept.state);
     statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
     return E.right({ events, state: next, appended });

@@ -53,7 +53,8 @@ export class FileRegistry {
   async register(file: FileFacts, metadata: CommandMetadata): Promise<E.Either<Rejection, FileFacts>> {
     let outcome;
     try {
-      outcome = await execute(this.deps, fileStreamName(file.fileId), fileDecider, { type: 'RegisterFile', file }, { metadata });
+      // A new file's id was minted for it (an upload), or is its batch's output's, registered once.
+      outcome = await execute(this.deps, fileStreamName(file.fileId), fileDecider, { type: 'RegisterFile', file }, { metadata, newStream: true });
     } catch (error) {
       await this.discardContent(file.blobKey);
       throw error;
