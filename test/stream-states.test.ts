@@ -96,8 +96,9 @@ describe('states kept between commands', () => {
     // A refusal on a kept state (now three) rests on the stream read again, not on the kept state alone.
     expect(E.isLeft(await execute(context(store), stream, cappedDecider, { by: 'here' }))).toBe(true);
     expect(reads()).toBe(3);
-    expect((await loadState(new SqliteEventStore(path), stream, cappedDecider)).state.by).toEqual(['here', 'here', 'other']);
-    await Promise.all([other.close(), here.close()]);
+    const fresh = new SqliteEventStore(path);
+    expect((await loadState(fresh, stream, cappedDecider)).state.by).toEqual(['here', 'here', 'other']);
+    await Promise.all([fresh.close(), other.close(), here.close()]);
   });
 
   it('a command on a stream it expects new decides on the initial state without reading, and reads where the stream exists', async () => {

@@ -97,9 +97,9 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
   options: CommandOptions<Event> = {},
 ): Promise<E.Either<Rejection, Handled<State, Event>>> {
   // First, a kept state is decided on as it is, without reading the stream (the commands of a
-  // batch's life mostly find nothing after it: four reads of nothing per batch); the append's
-  // expected revision proves it current. Where it was not, or the decision appends nothing (a
-  // refusal must rest on the stream as it is), the stream is read as always.
+  // batch's life mostly find nothing after it); the append's expected revision proves it
+  // current. Where it was not, or the decision appends nothing (a refusal must rest on the
+  // stream as it is), the stream is read as always.
   const kept = statesOf(store).get(streamName, decider) ?? (options.newStream ? { state: decider.initialState, revision: undefined } : undefined);
   if (kept) {
     const handled = await appendOnKeptState(store, streamName, decider, command, kept, options);
@@ -129,10 +129,10 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
 }
 
 /**
- * Decides on a kept state (or a new stream's initial state) and appends right after it; undefined
- * where the decision must rest on the stream read now: it appended nothing, the stream had moved on (the append's expected
- * revision refused it), or the append was answered as one sent before (its events recorded
- * elsewhere in the stream than right after this state).
+ * Decides on a kept state (or a new stream's initial state) and appends right after it. Undefined
+ * where the decision must rest on the stream read now: the decision appended nothing, the stream
+ * had moved on (the append's expected revision refused it), or the append was answered as one
+ * sent before (its events recorded elsewhere in the stream than right after this state).
  */
 async function appendOnKeptState<Command, State, Event extends DomainEvent>(
   store: EventStore,
