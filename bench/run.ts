@@ -98,10 +98,10 @@ async function besidePreviousBuild(shape: Parameters<typeof benchBatch>[0]): Pro
   if (!previous) return benchBatch(shape);
   const current: BatchBenchResult[] = [];
   const before: BatchBenchResult[] = [];
+  // The previous build's rounds keep no log (the replay benchmark replays this build's).
+  const { keepLog: _kept, ...previousShape } = shape;
   for (let round = 0; round < shape.rounds; round++) {
     const order = round % 2 === 0 ? ([current, before] as const) : ([before, current] as const);
-    // The previous build's rounds keep no log (the replay benchmark replays this build's).
-    const { keepLog: _kept, ...previousShape } = shape;
     for (const results of order) results.push(await benchBatch(results === before ? { ...previousShape, rounds: 1, build: previous } : { ...shape, rounds: 1 }));
   }
   return { ...medianOfRounds(current), previous: { build: previousCommit(previous), ...medianOfRounds(before) } };

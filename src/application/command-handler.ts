@@ -110,16 +110,9 @@ async function handleCommand<Command, State, Event extends DomainEvent>(
     const decision = decider.decide(command, state);
     if (E.isLeft(decision)) return decision;
     const events = decision.right;
-    const next = events.reduce(decider.evolve, state);
-    if (events.length === 0) return E.right({ events, state: next, appended: undefined });
-    const toAppend = newEvents(events, options);
+    if (events.length === 0) return E.right({ events, state, appended: undefined });
     try {
-      const appended = await store.appendToStream(streamName, toAppend, {
-        expectedRevision: revision ?? 'no_stream',
-      });
-      // Kept only where these events went right after the state they were decided on (an append
-      // sent again is answered with the revisions of the first time, which may be older).
-      if (appended.nextExpectedRevision === (revision ?? -1n) + BigInt(toAppend.length)) statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
+      const { appended, next } = await appendAfter(store, streamName, decider, { state, revision }, events, options);
       return E.right({ events, state: next, appended });
     } catch (error) {
       if (error instanceof WrongExpectedRevisionError && attempt < MAX_ATTEMPTS) continue;
@@ -146,15 +139,32 @@ async function appendOnKeptState<Command, State, Event extends DomainEvent>(
   if (E.isLeft(decision) || decision.right.length === 0) return undefined;
   const events = decision.right;
   try {
-    const appended = await store.appendToStream(streamName, newEvents(events, options), { expectedRevision: kept.revision ?? 'no_stream' });
-    if (appended.nextExpectedRevision !== (kept.revision ?? -1n) + BigInt(events.length)) return undefined;
-    const next = events.reduce(decider.evolve, kept.state);
-    statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
-    return E.right({ events, state: next, appended });
+    const { appended, next, landed } = await appendAfter(store, streamName, decider, kept, events, options);
+    return landed ? E.right({ events, state: next, appended }) : undefined;
   } catch (error) {
     if (error instanceof WrongExpectedRevisionError) return undefined;
     throw error;
   }
+}
+
+/**
+ * Appends the events decided on a state, expecting the stream at its revision, and keeps the state
+ * they make where they landed right after it (`landed`): an append sent again is answered with the
+ * revisions of the first time, which may be older.
+ */
+async function appendAfter<State, Event extends DomainEvent>(
+  store: EventStore,
+  streamName: string,
+  decider: Pick<Decider<unknown, State, Event>, 'evolve'>,
+  decidedOn: { state: State; revision: bigint | undefined },
+  events: readonly Event[],
+  options: CommandOptions<Event>,
+): Promise<{ appended: AppendResult; next: State; landed: boolean }> {
+  const appended = await store.appendToStream(streamName, newEvents(events, options), { expectedRevision: decidedOn.revision ?? 'no_stream' });
+  const next = events.reduce(decider.evolve, decidedOn.state);
+  const landed = appended.nextExpectedRevision === (decidedOn.revision ?? -1n) + BigInt(events.length);
+  if (landed) statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
+  return { appended, next, landed };
 }
 
 function newEvents<Event extends DomainEvent>(events: readonly Event[], options: CommandOptions<Event>): NewEvent[] {

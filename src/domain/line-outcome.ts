@@ -78,7 +78,6 @@ const LINE_NUMBER_DIGITS = 8;
 export const lineOutcomeEventIds = (batchId: string): ((line: number) => string) =>
   orderedUuids(`${batchId}/lines`, { lead: batchTimeDigits(batchId), numberDigits: LINE_NUMBER_DIGITS });
 
-
 /** A batch id's first 11 hex digits (its time, for the ids newBatchId mints); none for an id of another shape. */
 function batchTimeDigits(batchId: string): string {
   const digits = batchId.slice(ID_PREFIX.batch.length, ID_PREFIX.batch.length + 11);
