@@ -19,6 +19,9 @@ interface LineRequest {
  * out, and a line left is recorded as batch_cancelled or batch_expired.
  */
 export class BatchLineSender {
+  /** Each batch row's urgency (a chunk's lines share its row; a row read again is a new key). */
+  private readonly urgencies = new WeakMap<BatchRow, LineUrgency>();
+
   constructor(
     private readonly deps: {
       queries: Pick<BatchesQueries, 'stopping'>;
@@ -38,7 +41,7 @@ export class BatchLineSender {
     if (this.deps.processStopping()) return undefined;
     const tracing = this.deps.tracing ?? NO_TRACING;
     // Without tracing, no span's attributes are made: every batch line passes here.
-    if (tracing === NO_TRACING) return (await this.infer(batch, engine, line, request, undefined, admitted)).outcome;
+    if (tracing === NO_TRACING) return this.infer(batch, engine, line, request, undefined, admitted);
     const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
     const operation = genAiOperation(batch.endpoint);
     // The GenAI semantic conventions' client span: one per line sent to an engine.
@@ -48,7 +51,8 @@ export class BatchLineSender {
       attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
     });
     try {
-      const { outcome, response } = await this.infer(batch, engine, line, request, span.traceparent, admitted);
+      let response: EngineResponse | undefined;
+      const outcome = await this.infer(batch, engine, line, request, span.traceparent, admitted, (answer) => (response = answer));
       if (outcome) span.setAttributes(outcomeAttributes(outcome, response));
       if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
       return outcome;
@@ -57,7 +61,7 @@ export class BatchLineSender {
     }
   }
 
-  /** The line's outcome (undefined: the process stopped first), with the engine's answer where there was one. */
+  /** The line's outcome (undefined: the process stopped first); `answered` hears the engine's answer where there was one. */
   private async infer(
     batch: BatchRow,
     engine: InferenceEngine,
@@ -65,15 +69,15 @@ export class BatchLineSender {
     request: LineRequest,
     traceparent: string | undefined,
     admitted: () => void,
-  ): Promise<{ outcome: LineOutcome | undefined; response?: EngineResponse }> {
+    answered?: (response: EngineResponse) => void,
+  ): Promise<LineOutcome | undefined> {
     const subject: BatchLine = { batch_id: batch.id, line, custom_id: request.custom_id };
-    const stopped = () => {
-      const stopping = this.deps.queries.stopping(batch.id);
-      return stopping ? unansweredLine(subject, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
-    };
-    if (this.deps.processStopping()) return { outcome: undefined };
-    const before = stopped();
-    if (before) return { outcome: before };
+    if (this.deps.processStopping()) return undefined;
+    const before = this.stopped(subject);
+    if (before) return before;
+    // The batch's urgency is every line's: made once a batch row, not once a line.
+    let urgency = this.urgencies.get(batch);
+    if (!urgency) this.urgencies.set(batch, (urgency = lineUrgency(batch)));
     try {
       const response = await engine.infer({
         endpoint: batch.endpoint,
@@ -83,21 +87,31 @@ export class BatchLineSender {
         // this process is stopping) again once admitted.
         withdraw: () => {
           admitted();
-          return this.deps.processStopping() || Boolean(stopped());
+          return this.deps.processStopping() || this.stopped(subject) !== undefined;
         },
-        ...lineUrgency(batch),
-        ...(traceparent ? { traceparent } : {}),
+        serviceClass: urgency.serviceClass,
+        deadline: urgency.deadline,
+        fairnessKey: urgency.fairnessKey,
+        fairnessGroup: urgency.fairnessGroup,
+        traceparent,
       });
-      return { outcome: answeredLine(subject, response), response };
+      answered?.(response);
+      return answeredLine(subject, response);
     } catch (error) {
-      return { outcome: this.unanswered(batch, line, subject, error, stopped) };
+      return this.unanswered(batch, line, subject, error);
     }
   }
 
+  /** The outcome of a line its batch stopped before it was sent; undefined while the batch runs. */
+  private stopped(subject: BatchLine): LineOutcome | undefined {
+    const stopping = this.deps.queries.stopping(subject.batch_id);
+    return stopping ? unansweredLine(subject, stoppingCode(stopping), `The batch was ${stopping} before this request was sent`) : undefined;
+  }
+
   /** The outcome of a line the engine did not answer (undefined: the process stopped before it was sent). */
-  private unanswered(batch: BatchRow, line: number, subject: BatchLine, error: unknown, stopped: () => LineOutcome | undefined): LineOutcome | undefined {
+  private unanswered(batch: BatchRow, line: number, subject: BatchLine, error: unknown): LineOutcome | undefined {
     if (error instanceof RequestWithdrawnError && this.deps.processStopping()) return undefined;
-    if (error instanceof RequestWithdrawnError) return stopped() ?? unansweredLine(subject, 'batch_cancelled', 'The batch stopped before this request was sent');
+    if (error instanceof RequestWithdrawnError) return this.stopped(subject) ?? unansweredLine(subject, 'batch_cancelled', 'The batch stopped before this request was sent');
     // Error files are readable by anyone who knows the batch: their messages name no replica,
     // address or connection error. The detail goes to the log.
     if (error instanceof ImageFetchError) return unansweredLine(subject, 'image_fetch_failed', error.message);
@@ -114,7 +128,9 @@ export class BatchLineSender {
  * How the fleet schedules a line: by its batch's deadline, shared fairly between jobs; a batch
  * with no deadline (its job's SLA is none) runs on capacity nobody else wants.
  */
-function lineUrgency(batch: BatchRow): Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey' | 'fairnessGroup'> {
+type LineUrgency = Pick<EngineRequest, 'serviceClass' | 'deadline' | 'fairnessKey' | 'fairnessGroup'>;
+
+function lineUrgency(batch: BatchRow): LineUrgency {
   // With accounts, slots are shared between accounts first, then between an account's jobs.
   const fairness = { fairnessKey: batch.job_id, ...(batch.account_id !== null ? { fairnessGroup: batch.account_id } : {}) };
   return batch.expires_at === null ? { serviceClass: 'background', ...fairness } : { serviceClass: 'batch', deadline: batch.expires_at * 1000, ...fairness };

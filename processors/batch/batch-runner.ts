@@ -193,19 +193,22 @@ export class BatchRunner {
         await waiting.room();
         if (this.stopping || failure) break;
         const leftQueue = waiting.enter();
+        // The line leaves the queue in its own handlers, not a finally() of its own: one promise fewer a line.
         work.push(
-          this.lines
-            .send(batch, engine, line.number, line.text, chunkSpan, leftQueue)
-            .then(
-              (outcome) => {
+          this.lines.send(batch, engine, line.number, line.text, chunkSpan, leftQueue).then(
+            (outcome) => {
+              try {
                 if (outcome) recorder.add(outcome);
                 else leftOver++;
-              },
-              (error: unknown) => {
-                failure ??= { error };
-              },
-            )
-            .finally(leftQueue),
+              } finally {
+                leftQueue();
+              }
+            },
+            (error: unknown) => {
+              failure ??= { error };
+              leftQueue();
+            },
+          ),
         );
       }
       await Promise.all(work);

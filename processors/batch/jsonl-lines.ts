@@ -20,13 +20,12 @@ const NEWLINE = 0x0a;
 export async function* physicalLines(source: Readable | AsyncIterable<Buffer>, firstNumber = 1, firstOffset = 0): AsyncGenerator<PhysicalLine> {
   let number = firstNumber;
   let offset = firstOffset;
+  // A line's bytes from earlier chunks; most lines lie within one chunk and are read straight from it
+  // (every batch line passes here: no slice, array or concatenation for those).
   let carry: Buffer[] = [];
   let carryBytes = 0;
-  const emit = (parts: Buffer[], bytes: number, newline: boolean): PhysicalLine => {
-    const whole = parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes);
-    let text = whole.toString('utf8');
-    if (text.endsWith('\r')) text = text.slice(0, -1);
-    const line = { number, text, start: offset, end: offset + bytes + (newline ? 1 : 0) };
+  const emit = (text: string, bytes: number, newline: boolean): PhysicalLine => {
+    const line = { number, text: text.endsWith('\r') ? text.slice(0, -1) : text, start: offset, end: offset + bytes + (newline ? 1 : 0) };
     number += 1;
     offset = line.end;
     return line;
@@ -34,10 +33,15 @@ export async function* physicalLines(source: Readable | AsyncIterable<Buffer>, f
   for await (const chunk of source as AsyncIterable<Buffer>) {
     let from = 0;
     for (let at = chunk.indexOf(NEWLINE, from); at !== -1; at = chunk.indexOf(NEWLINE, from)) {
-      const piece = chunk.subarray(from, at);
-      yield emit(carry.length ? [...carry, piece] : [piece], carryBytes + piece.length, true);
-      carry = [];
-      carryBytes = 0;
+      if (carryBytes === 0) {
+        yield emit(chunk.toString('utf8', from, at), at - from, true);
+      } else {
+        carry.push(chunk.subarray(from, at));
+        const bytes = carryBytes + at - from;
+        yield emit(Buffer.concat(carry, bytes).toString('utf8'), bytes, true);
+        carry = [];
+        carryBytes = 0;
+      }
       from = at + 1;
     }
     if (from < chunk.length) {
@@ -45,5 +49,5 @@ export async function* physicalLines(source: Readable | AsyncIterable<Buffer>, f
       carryBytes += chunk.length - from;
     }
   }
-  if (carryBytes > 0) yield emit(carry, carryBytes, false);
+  if (carryBytes > 0) yield emit(Buffer.concat(carry, carryBytes).toString('utf8'), carryBytes, false);
 }

@@ -76,13 +76,16 @@ export class LineOutcomeLog {
       const fresh: NewEvent[] = [];
       const freshOutcomes: LineOutcome[] = [];
       const taken = new Set<number>();
+      // One metadata object for the group's events: they say the same.
+      const metadata = { schemaVersion: 1, correlationId };
       for (const outcome of outcomes) {
         const line = outcome.data.line;
         if (known.lines.has(line) || taken.has(line)) continue;
         taken.add(line);
         freshOutcomes.push(outcome);
         const serializedData = lineOutcomeDataJson(outcome.data);
-        fresh.push({ id: eventIdOf(line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, ...(serializedData !== undefined ? { serializedData } : {}), metadata: { schemaVersion: 1, correlationId } });
+        const data = outcome.data as unknown as Record<string, unknown>;
+        fresh.push(serializedData !== undefined ? { id: eventIdOf(line), type: outcome.type, data, serializedData, metadata } : { id: eventIdOf(line), type: outcome.type, data, metadata });
       }
       if (fresh.length === 0) return 0;
       try {

@@ -77,24 +77,24 @@ export interface EngineDirectory {
 export function usageOf(body: unknown): Usage {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
   if (!usage || typeof usage !== 'object') return ZERO_USAGE;
-  const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
   // The Responses API names them input_tokens and output_tokens.
-  const prompt = count(usage.prompt_tokens ?? usage.input_tokens);
-  const completion = count(usage.completion_tokens ?? usage.output_tokens);
-  const total = count(usage.total_tokens) || prompt + completion;
-  const detail = (details: unknown, name: string): number | undefined => {
-    const value = (details as Record<string, unknown> | null | undefined)?.[name];
-    return typeof value === 'number' ? count(value) : undefined;
-  };
+  const prompt = tokenCount(usage.prompt_tokens ?? usage.input_tokens);
+  const completion = tokenCount(usage.completion_tokens ?? usage.output_tokens);
+  const total = tokenCount(usage.total_tokens) || prompt + completion;
   // Chat and completions say prompt_tokens_details / completion_tokens_details; the Responses API input_/output_.
-  const cached = detail(usage.prompt_tokens_details ?? usage.input_tokens_details, 'cached_tokens');
-  const reasoning = detail(usage.completion_tokens_details ?? usage.output_tokens_details, 'reasoning_tokens');
-  // Kept only when reported, so the outcome events of engines that do not report them stay as they were.
-  return {
-    prompt_tokens: prompt,
-    completion_tokens: completion,
-    total_tokens: total,
-    ...(cached !== undefined ? { cached_tokens: cached } : {}),
-    ...(reasoning !== undefined ? { reasoning_tokens: reasoning } : {}),
-  };
+  const cached = tokenDetail(usage.prompt_tokens_details ?? usage.input_tokens_details, 'cached_tokens');
+  const reasoning = tokenDetail(usage.completion_tokens_details ?? usage.output_tokens_details, 'reasoning_tokens');
+  // Kept only when reported, so the outcome events of engines that do not report them stay as they were
+  // (added after, not spread in: every answered batch line's usage is made here).
+  const counted: { -readonly [K in keyof Usage]: Usage[K] } = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
+  if (cached !== undefined) counted.cached_tokens = cached;
+  if (reasoning !== undefined) counted.reasoning_tokens = reasoning;
+  return counted;
+}
+
+const tokenCount = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
+
+function tokenDetail(details: unknown, name: string): number | undefined {
+  const value = (details as Record<string, unknown> | null | undefined)?.[name];
+  return typeof value === 'number' ? tokenCount(value) : undefined;
 }

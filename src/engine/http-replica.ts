@@ -48,6 +48,15 @@ export class HttpReplica implements Replica {
     engineIo.start();
   }
 
+  /** Each endpoint's URL on this server, made once (every batch line is sent to one). */
+  private readonly urls = new Map<string, string>();
+
+  private urlOf(endpoint: string): string {
+    let url = this.urls.get(endpoint);
+    if (url === undefined) this.urls.set(endpoint, (url = this.base + endpoint.replace(/^\/v1/, '')));
+    return url;
+  }
+
   /** Where the weights of the last reload came from; the server's address until one. */
   private reloaded: StagedWeights | undefined;
 
@@ -89,7 +98,7 @@ export class HttpReplica implements Replica {
     const payload = JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
     const waitable = (request.serviceClass ?? 'interactive') !== 'interactive';
-    const answer = await engineIo.post(this.agent, this.base + request.endpoint.replace(/^\/v1/, ''), headers, payload, this.settings.timeoutMs, {
+    const answer = await engineIo.post(this.agent, this.urlOf(request.endpoint), headers, payload, this.settings.timeoutMs, {
       signal: request.signal,
       // Interactive requests are never held: the scheduler lets them past the learned limit (up
       // to ENGINE_CONCURRENCY), and they go out at once.
@@ -101,15 +110,12 @@ export class HttpReplica implements Replica {
       digest: waitable && !onDelta,
     });
     const retryAfter = Number(answer.retryAfter);
-    const answered = {
-      statusCode: answer.status,
-      requestId: answer.requestId ?? newEngineRequestId(),
-      engineLatencyMs: answer.latencyMs,
-      sent: answer.sent,
-      ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(30_000, retryAfter * 1000) } : {}),
-    };
+    const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(30_000, retryAfter * 1000) : undefined;
+    const requestId = answer.requestId ?? newEngineRequestId();
     const digest = answer.digest;
-    if (digest) return { ...answered, body: new JsonText(digest.json), bodyFields: { usage: digest.usage, id: digest.id, model: digest.model } };
+    // Made whole at once, not copied from a first object: every batch line's answer is made here.
+    if (digest) return { statusCode: answer.status, requestId, engineLatencyMs: answer.latencyMs, sent: answer.sent, retryAfterMs, body: new JsonText(digest.json), bodyFields: { usage: digest.usage, id: digest.id, model: digest.model } };
+    const answered = { statusCode: answer.status, requestId, engineLatencyMs: answer.latencyMs, sent: answer.sent, retryAfterMs };
     let parsed: unknown = answer.text;
     try {
       parsed = JSON.parse(answer.text);

@@ -1,4 +1,5 @@
 import type { EngineLoad } from './engine-load-metrics.js';
+import type { ServedBy } from '../domain/line-outcome.js';
 import type { Replica } from './replica.js';
 import { EngineCapacity } from './scheduling/engine-capacity.js';
 import { requestsHeldAhead } from './scheduling/hold-ahead.js';
@@ -31,6 +32,21 @@ export class ReplicaMember {
     this.capacity = new EngineCapacity({ ceiling, ...(!this.learned || replica.weightsInProcess ? { initial: ceiling } : {}) });
     this.health = new ReplicaHealth(settings.cooldownMs);
     this.yielding = new ReplicaYield(this.capacity);
+  }
+
+  private lastServedBy: ServedBy | undefined;
+
+  /**
+   * What it serves now, for the answers it gives: one object while its weights stay (every batch
+   * line's outcome holds it), a new one after a reload.
+   */
+  servedBy(): ServedBy {
+    const { replica } = this;
+    const checkpoint = replica.servedCheckpoint;
+    const syncId = replica.servedSyncId;
+    const last = this.lastServedBy;
+    if (last && last.checkpoint === checkpoint && last.sync_id === syncId) return last;
+    return (this.lastServedBy = { replica: replica.id, checkpoint, ...(syncId ? { sync_id: syncId } : {}) });
   }
 
   /** Requests it may have in flight now. */

@@ -177,21 +177,27 @@ export class ReplicaPool implements InferenceEngine {
     this.answeredListeners.push(listener);
   }
 
-  async infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+  infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
+    // Work that can wait goes straight to its attempts (every batch line: one async frame fewer to keep while it waits).
+    if ((request.serviceClass ?? 'interactive') !== 'interactive' || !this.objective) return this.attempts(request, onDelta);
+    return this.answeredInteractive(request, this.objective, onDelta);
+  }
+
+  private async answeredInteractive(request: EngineRequest, objective: InteractiveObjective, onDelta?: TextDelta): Promise<EngineResponse> {
     const receivedAt = Date.now();
     const response = await this.attempts(request, onDelta);
     // The objective is the caller's view: the wait for a slot, every attempt and the backoffs between.
-    if ((request.serviceClass ?? 'interactive') === 'interactive' && this.objective && !transient(response)) this.objective.answered(Date.now(), Date.now() - receivedAt);
+    if (!transient(response)) objective.answered(Date.now(), Date.now() - receivedAt);
     return response;
   }
 
   private async attempts(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
-    const avoid = new Set<string>();
+    // Made at the first failed attempt: most requests are answered at the first.
+    let avoid: Set<string> | undefined;
     let lastResponse: EngineResponse | undefined;
     let lastError = 'no attempt made';
     for (let attempt = 1; attempt <= this.settings.maxAttempts; attempt++) {
       const { id, member } = await this.slot(request, avoid);
-      avoid.add(member.replica.id);
       const counts = this.scheduler.inFlight(member.replica.id);
       const inFlight = counts.interactive + counts.batch + counts.background;
       const reserved = this.reservedOn(member);
@@ -208,7 +214,7 @@ export class ReplicaPool implements InferenceEngine {
         // Images are fetched only once the request holds a slot, and again on each attempt:
         // requests waiting for a slot (or backing off) hold no image in memory.
         const resolved = this.images?.names(request.body) ? await this.images.resolve(request.body) : request.body;
-        const priority = member.replica.priorityFields({ serviceClass: request.serviceClass ?? 'interactive', ...(request.deadline !== undefined ? { deadline: request.deadline } : {}) }, startedAt);
+        const priority = member.replica.priorityFields(request, startedAt);
         const body = priority ? { ...resolved, ...priority } : resolved;
         // Held requests go out within the slots work that can wait may use.
         const gate = ahead > 0 ? { limit: Math.max(1, slotsForWaitingWork(limit, reserved)) } : undefined;
@@ -220,9 +226,7 @@ export class ReplicaPool implements InferenceEngine {
         outcome = overloaded(response.statusCode) ? 'overloaded' : response.statusCode === 504 ? 'timeout' : transient(response) ? 'failed' : 'answered';
         if (!transient(response)) {
           member.health.answered();
-          const { replica } = member;
-          const syncId = replica.servedSyncId;
-          return { ...response, servedBy: { replica: replica.id, checkpoint: replica.servedCheckpoint, ...(syncId ? { sync_id: syncId } : {}) } };
+          return { ...response, servedBy: member.servedBy() };
         }
         member.health.failed(false, Date.now());
         lastResponse = response;
@@ -257,6 +261,7 @@ export class ReplicaPool implements InferenceEngine {
         for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
         this.dispatch();
       }
+      (avoid ??= new Set()).add(member.replica.id);
       if (attempt < this.settings.maxAttempts) {
         await sleep(retryAfterMs ?? backoffDelay({ firstMs: this.settings.backoffMs, maxMs: 10_000, jitter: true }, attempt));
       }
@@ -269,20 +274,21 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   /** Waits until the scheduler gives the request a slot; a caller that gives up leaves the queue. */
-  private slot(request: EngineRequest, avoid: ReadonlySet<string>): Promise<{ id: string; member: ReplicaMember }> {
+  private slot(request: EngineRequest, avoid: ReadonlySet<string> | undefined): Promise<{ id: string; member: ReplicaMember }> {
     const id = String(this.nextId++);
     return new Promise((resolve, reject) => {
       const signal = request.signal;
       const onAbort = () => {
         if (this.scheduler.withdraw(id)) reject(signal?.reason ?? new RequestWithdrawnError('the caller went away'));
       };
+      // Absent fields stay undefined rather than spread in: every batch line is queued here.
       const waiting: Waiting = {
         id,
         serviceClass: request.serviceClass ?? 'interactive',
-        ...(request.deadline !== undefined ? { deadline: request.deadline } : {}),
-        ...(request.fairnessKey !== undefined ? { fairnessKey: request.fairnessKey } : {}),
-        ...(request.fairnessGroup !== undefined ? { fairnessGroup: request.fairnessGroup } : {}),
-        ...(avoid.size > 0 ? { avoid: new Set(avoid) } : {}),
+        deadline: request.deadline,
+        fairnessKey: request.fairnessKey,
+        fairnessGroup: request.fairnessGroup,
+        avoid: avoid ? new Set(avoid) : undefined,
         admit: (replica) => {
           signal?.removeEventListener('abort', onAbort);
           resolve({ id, member: this.members.find((member) => member.replica.id === replica)! });
@@ -349,9 +355,9 @@ export class ReplicaPool implements InferenceEngine {
 
   /** The limits of the replicas that take work now (of `capacities`, made now where not given). */
   private totalLimit(capacities: readonly ReplicaCapacity[] = this.capacities()): number {
-    return capacities
-      .filter((capacity) => capacity.available !== false)
-      .reduce((sum, capacity) => sum + capacity.limit, 0);
+    let total = 0;
+    for (const capacity of capacities) if (capacity.available !== false) total += capacity.limit;
+    return total;
   }
 
   /** The member's part of the slots the scheduler keeps free for interactive requests, by its share of the limits. */

@@ -17,7 +17,8 @@ export interface StagedWeights {
 
 /** How urgent a request is, for replicas that schedule by priority. */
 export interface Urgency {
-  readonly serviceClass: ServiceClass;
+  /** Absent: interactive (an EngineRequest's own fields, so the pool passes the request itself). */
+  readonly serviceClass?: ServiceClass | undefined;
   /** Epoch ms; batch work only. */
   readonly deadline?: number;
 }

@@ -102,9 +102,16 @@ export class SqliteStreamAppender {
 
     let revision = last === null ? 0 : last + 1;
     let position = 0;
+    // A group of line outcomes shares one metadata object: written out once for all of them.
+    let metadataOf: unknown;
+    let metadataText = '';
     try {
       for (const event of events) {
-        const info = this.statements.insert.run(event.id, streamName, revision, event.type, event.serializedData ?? JSON.stringify(event.data), JSON.stringify(event.metadata), recordedAt);
+        if (event.metadata !== metadataOf || metadataOf === undefined) {
+          metadataOf = event.metadata;
+          metadataText = JSON.stringify(event.metadata);
+        }
+        const info = this.statements.insert.run(event.id, streamName, revision, event.type, event.serializedData ?? JSON.stringify(event.data), metadataText, recordedAt);
         position = Number(info.lastInsertRowid);
         this.firstOfCommit ??= position;
         revision += 1;

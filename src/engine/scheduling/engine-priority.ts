@@ -25,12 +25,12 @@ function rank(serviceClass: ServiceClass, deadline: number | undefined, now: num
  */
 export function enginePriority(
   kind: ReplicaKind,
-  request: { readonly serviceClass: ServiceClass; readonly deadline?: number },
+  request: { readonly serviceClass?: ServiceClass | undefined; readonly deadline?: number | undefined },
   now: number,
   options: PriorityOptions = {},
 ): { priority: number } | undefined {
   const order = httpEngineKind(kind)?.priority;
   if (!order) return undefined;
-  const value = rank(request.serviceClass, request.deadline, now);
+  const value = rank(request.serviceClass ?? 'interactive', request.deadline, now);
   return { priority: order === 'lower-first' || options.lowValuesFirst ? value : BACKGROUND_RANK - value };
 }

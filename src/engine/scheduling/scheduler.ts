@@ -125,22 +125,25 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
    */
   admit(replicas: readonly ReplicaCapacity[], batchCap = Number.POSITIVE_INFINITY): Array<Admission<T>> {
     const now = this.now();
-    const usable = replicas.filter((replica) => replica.available !== false);
-    const capacity = usable.reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
-    const othersCap = Math.min(batchCap, capacity - this.headroom.reserve(now, capacity));
-    let others = usable.reduce((sum, replica) => {
+    // Plain loops, and the list filtered only where a replica is left out: the pool asks twice for every batch line.
+    const usable = replicas.every(isAvailable) ? replicas : replicas.filter(isAvailable);
+    let capacity = 0;
+    let others = 0;
+    for (const replica of usable) {
+      capacity += Math.max(0, Math.floor(replica.limit));
       const counts = this.counts(replica.id);
-      return sum + counts.batch + counts.background;
-    }, 0);
+      others += counts.batch + counts.background;
+    }
+    const othersCap = Math.min(batchCap, capacity - this.headroom.reserve(now, capacity));
     const admitted: Array<Admission<T>> = [];
     for (;;) {
-      const first = this.interactive.values().next();
-      if (!first.done) {
-        const replica = this.place(usable, first.value) ?? this.place(usable, first.value, 'ceiling');
+      if (this.interactive.size > 0) {
+        const first = this.interactive.values().next().value!;
+        const replica = this.place(usable, first) ?? this.place(usable, first, 'ceiling');
         // No free slot anywhere: the interactive request waits for the next one, and so does everything else.
         if (!replica) break;
-        this.interactive.delete(first.value.id);
-        admitted.push(this.start(first.value, replica, now));
+        this.interactive.delete(first.id);
+        admitted.push(this.start(first, replica, now));
         continue;
       }
       if (others >= othersCap) break;
@@ -149,7 +152,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
       if (!queue || !next) break;
       const replica = this.place(usable, next);
       if (!replica) break;
-      queue.take(now, (work) => work.id);
+      queue.take(now, workId);
       admitted.push(this.start(next, replica, now));
       others += 1;
     }
@@ -194,7 +197,8 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
 
   /** Slots batch and background work leave free on these replicas now. */
   reserve(replicas: readonly ReplicaCapacity[]): number {
-    const capacity = replicas.filter((replica) => replica.available !== false).reduce((sum, replica) => sum + Math.max(0, Math.floor(replica.limit)), 0);
+    let capacity = 0;
+    for (const replica of replicas) if (isAvailable(replica)) capacity += Math.max(0, Math.floor(replica.limit));
     return this.headroom.reserve(this.now(), capacity);
   }
 
@@ -219,16 +223,22 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
 
   /** The replica with a free slot (below its limit, or its ceiling) and the most of them, preferring those the work does not avoid. */
   private place(replicas: readonly ReplicaCapacity[], work: T, bound: 'limit' | 'ceiling' = 'limit'): string | undefined {
-    let best: { id: string; free: number; avoided: boolean } | undefined;
+    let best: string | undefined;
+    let bestFree = 0;
+    let bestAvoided = false;
     for (const replica of replicas) {
       const counts = this.counts(replica.id);
       const slots = bound === 'ceiling' ? Math.max(replica.limit, replica.ceiling ?? replica.limit) : replica.limit;
       const free = Math.floor(slots) - counts.interactive - counts.batch - counts.background;
       if (free <= 0) continue;
       const avoided = work.avoid?.has(replica.id) ?? false;
-      if (!best || (best.avoided && !avoided) || (best.avoided === avoided && free > best.free)) best = { id: replica.id, free, avoided };
+      if (best === undefined || (bestAvoided && !avoided) || (bestAvoided === avoided && free > bestFree)) {
+        best = replica.id;
+        bestFree = free;
+        bestAvoided = avoided;
+      }
     }
-    return best?.id;
+    return best;
   }
 
   private counts(replica: string): Counts {
@@ -240,6 +250,9 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     return counts;
   }
 }
+
+const isAvailable = (replica: ReplicaCapacity) => replica.available !== false;
+const workId = (work: WorkItem) => work.id;
 
 /**
  * The queue's key: the job, within its group where it has one (two accounts may name their jobs
