@@ -19,7 +19,7 @@ export class BinaryHeap<T> {
     while (index > 0) {
       const parent = (index - 1) >> 1;
       if (!this.before(items[index]!, items[parent]!)) break;
-      [items[index], items[parent]] = [items[parent]!, items[index]!];
+      swap(items, index, parent);
       index = parent;
     }
   }
@@ -38,9 +38,16 @@ export class BinaryHeap<T> {
       if (left < items.length && this.before(items[left]!, items[smallest]!)) smallest = left;
       if (right < items.length && this.before(items[right]!, items[smallest]!)) smallest = right;
       if (smallest === index) break;
-      [items[index], items[smallest]] = [items[smallest]!, items[index]!];
+      swap(items, index, smallest);
       index = smallest;
     }
     return top;
   }
+}
+
+/** Swaps two items in place (a destructuring swap makes an array each time until the code is optimised; the scheduler's queue swaps for every batch line). */
+function swap<T>(items: T[], a: number, b: number): void {
+  const held = items[a]!;
+  items[a] = items[b]!;
+  items[b] = held;
 }
