@@ -21,20 +21,11 @@ export interface BatchLine {
  */
 export function answeredLine(line: BatchLine, response: EngineResponse): LineOutcome {
   const usage = usageOf(response.bodyFields ?? response.body);
-  const { batch_id, custom_id } = line;
-  const { requestId: request_id, statusCode: status_code, servedBy: served_by, body } = response;
-  // Written out field by field, in the events' order (served_by only where a replica was named):
-  // every answered batch line is made here.
-  if (status_code < 400) {
-    const data = served_by
-      ? { batch_id, line: line.line, custom_id, request_id, status_code, served_by, body, usage }
-      : { batch_id, line: line.line, custom_id, request_id, status_code, body, usage };
-    return { type: 'LineCompleted', data };
+  const servedBy = response.servedBy ? { served_by: response.servedBy } : {};
+  if (response.statusCode < 400) {
+    return { type: 'LineCompleted', data: { ...line, request_id: response.requestId, status_code: response.statusCode, ...servedBy, body: response.body, usage } };
   }
-  const data = served_by
-    ? { batch_id, line: line.line, custom_id, request_id, status_code, served_by, body, error: null, usage }
-    : { batch_id, line: line.line, custom_id, request_id, status_code, body, error: null, usage };
-  return { type: 'LineFailed', data };
+  return { type: 'LineFailed', data: { ...line, request_id: response.requestId, status_code: response.statusCode, ...servedBy, body: response.body, error: null, usage } };
 }
 
 /** The outcome of a line that got no answer (not sent, or no engine answered): Spool's code and message. */

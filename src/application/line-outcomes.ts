@@ -83,9 +83,8 @@ export class LineOutcomeLog {
         if (known.lines.has(line) || taken.has(line)) continue;
         taken.add(line);
         freshOutcomes.push(outcome);
-        const serializedData = lineOutcomeDataJson(outcome.data);
-        const data = outcome.data as unknown as Record<string, unknown>;
-        fresh.push(serializedData !== undefined ? { id: eventIdOf(line), type: outcome.type, data, serializedData, metadata } : { id: eventIdOf(line), type: outcome.type, data, metadata });
+        // serializedData undefined where the body is parsed: the store writes the data out itself.
+        fresh.push({ id: eventIdOf(line), type: outcome.type, data: outcome.data as unknown as Record<string, unknown>, serializedData: lineOutcomeDataJson(outcome.data), metadata });
       }
       if (fresh.length === 0) return 0;
       try {

@@ -111,23 +111,17 @@ export class HttpReplica implements Replica {
     });
     const retryAfter = Number(answer.retryAfter);
     const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(30_000, retryAfter * 1000) : undefined;
-    const requestId = answer.requestId ?? newEngineRequestId();
     const digest = answer.digest;
-    // Made whole at once, not copied from a first object: every batch line's answer is made here.
-    if (digest) return { statusCode: answer.status, requestId, engineLatencyMs: answer.latencyMs, sent: answer.sent, retryAfterMs, body: new JsonText(digest.json), bodyFields: { usage: digest.usage, id: digest.id, model: digest.model } };
-    const answered = { statusCode: answer.status, requestId, engineLatencyMs: answer.latencyMs, sent: answer.sent, retryAfterMs };
-    let parsed: unknown = answer.text;
-    try {
-      parsed = JSON.parse(answer.text);
-    } catch {
-      // Not JSON: kept as text, so errors show what the engine said.
-    }
-    if (onDelta && answer.status < 300) {
-      const choice = (parsed as { choices?: Array<{ message?: { content?: string }; text?: string }> }).choices?.[0];
-      const content = choice?.message?.content ?? choice?.text ?? '';
-      if (content) onDelta(content);
-    }
-    return { ...answered, body: parsed };
+    // One object an answer (every batch line's is made here): its body read by the thread, or parsed here.
+    return {
+      statusCode: answer.status,
+      requestId: answer.requestId ?? newEngineRequestId(),
+      engineLatencyMs: answer.latencyMs,
+      sent: answer.sent,
+      retryAfterMs,
+      body: digest ? new JsonText(digest.json) : parsedAnswer(answer.text, answer.status, onDelta),
+      bodyFields: digest ? { usage: digest.usage, id: digest.id, model: digest.model } : undefined,
+    };
   }
 
   /**
@@ -194,4 +188,20 @@ const STREAMED_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/completions']);
 function withoutStreaming(body: Record<string, unknown>): Record<string, unknown> {
   const { stream: _stream, stream_options: _options, ...rest } = body;
   return rest;
+}
+
+/** A whole answer's body: parsed where it is JSON, kept as text where not (so errors show what the engine said); its content told to onDelta. */
+function parsedAnswer(text: string, status: number, onDelta: TextDelta | undefined): unknown {
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // Not JSON: kept as text.
+  }
+  if (onDelta && status < 300) {
+    const choice = (parsed as { choices?: Array<{ message?: { content?: string }; text?: string }> }).choices?.[0];
+    const content = choice?.message?.content ?? choice?.text ?? '';
+    if (content) onDelta(content);
+  }
+  return parsed;
 }

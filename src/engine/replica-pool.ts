@@ -178,17 +178,15 @@ export class ReplicaPool implements InferenceEngine {
   }
 
   infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
-    // Work that can wait goes straight to its attempts (every batch line: one async frame fewer to keep while it waits).
-    if ((request.serviceClass ?? 'interactive') !== 'interactive' || !this.objective) return this.attempts(request, onDelta);
-    return this.answeredInteractive(request, this.objective, onDelta);
-  }
-
-  private async answeredInteractive(request: EngineRequest, objective: InteractiveObjective, onDelta?: TextDelta): Promise<EngineResponse> {
+    const objective = this.objective;
+    // Work that can wait goes straight to its attempts (every batch line: no async frame of its own to keep while it waits).
+    if ((request.serviceClass ?? 'interactive') !== 'interactive' || !objective) return this.attempts(request, onDelta);
     const receivedAt = Date.now();
-    const response = await this.attempts(request, onDelta);
     // The objective is the caller's view: the wait for a slot, every attempt and the backoffs between.
-    if (!transient(response)) objective.answered(Date.now(), Date.now() - receivedAt);
-    return response;
+    return this.attempts(request, onDelta).then((response) => {
+      if (!transient(response)) objective.answered(Date.now(), Date.now() - receivedAt);
+      return response;
+    });
   }
 
   private async attempts(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {

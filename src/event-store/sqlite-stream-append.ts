@@ -104,10 +104,10 @@ export class SqliteStreamAppender {
     let position = 0;
     // A group of line outcomes shares one metadata object: written out once for all of them.
     let metadataOf: unknown;
-    let metadataText = '';
+    let metadataText: string | undefined;
     try {
       for (const event of events) {
-        if (event.metadata !== metadataOf || metadataOf === undefined) {
+        if (metadataText === undefined || event.metadata !== metadataOf) {
           metadataOf = event.metadata;
           metadataText = JSON.stringify(event.metadata);
         }

@@ -127,10 +127,9 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     const now = this.now();
     // Plain loops, and the list filtered only where a replica is left out: the pool asks twice for every batch line.
     const usable = replicas.every(isAvailable) ? replicas : replicas.filter(isAvailable);
-    let capacity = 0;
+    const capacity = slotsOf(usable);
     let others = 0;
     for (const replica of usable) {
-      capacity += Math.max(0, Math.floor(replica.limit));
       const counts = this.counts(replica.id);
       others += counts.batch + counts.background;
     }
@@ -197,9 +196,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
 
   /** Slots batch and background work leave free on these replicas now. */
   reserve(replicas: readonly ReplicaCapacity[]): number {
-    let capacity = 0;
-    for (const replica of replicas) if (isAvailable(replica)) capacity += Math.max(0, Math.floor(replica.limit));
-    return this.headroom.reserve(this.now(), capacity);
+    return this.headroom.reserve(this.now(), slotsOf(replicas));
   }
 
   queued(): Counts {
@@ -252,6 +249,13 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
 }
 
 const isAvailable = (replica: ReplicaCapacity) => replica.available !== false;
+
+/** The whole slots of the replicas that take work (a loop: asked for every batch line). */
+function slotsOf(replicas: readonly ReplicaCapacity[]): number {
+  let slots = 0;
+  for (const replica of replicas) if (isAvailable(replica)) slots += Math.max(0, Math.floor(replica.limit));
+  return slots;
+}
 const workId = (work: WorkItem) => work.id;
 
 /**
