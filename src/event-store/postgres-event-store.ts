@@ -212,7 +212,10 @@ export class PostgresEventStore implements EventStore {
       for (const append of group) append.reject(failure);
       return;
     }
-    if (outcomes.some((outcome) => 'revision' in outcome)) this.appended.emit('appended');
+    // The newest position written: this process's subscriptions read it now, and ignore the server's echo of it.
+    let newest: bigint | undefined;
+    for (const outcome of outcomes) if ('position' in outcome && (newest === undefined || BigInt(outcome.position) > newest)) newest = BigInt(outcome.position);
+    if (newest !== undefined) this.appended.emit('appended', sequencePosition(newest));
     group.forEach((append, index) => {
       const outcome = outcomes[index]!;
       try {
@@ -264,6 +267,7 @@ export class PostgresEventStore implements EventStore {
     const subscription: Subscription = pollingSubscription({
       after: options.after,
       read: (after) => this.readAll({ ...(after ? { after } : {}), maxCount: PAGE_SIZE }),
+      pageSize: PAGE_SIZE,
       handler,
       appended: this.appended,
       // Notifications wake it; this only while the listening connection is away.
@@ -287,7 +291,8 @@ export class PostgresEventStore implements EventStore {
       // Meanwhile subscriptions fall back to polling.
       if (!this.closed && this.subscriptions.size > 0) this.listenerRetry ??= setTimeout(() => ((this.listenerRetry = undefined), this.listen()), FALLBACK_POLL_MS);
     };
-    client.on('notification', () => this.appended.emit('appended'));
+    // The payload is the newest position the commit wrote (schema version 5; empty before it: read then).
+    client.on('notification', (message) => this.appended.emit('appended', /^\d+$/.test(message.payload ?? '') ? sequencePosition(BigInt(message.payload!)) : undefined));
     client.on('error', again);
     client.on('end', again);
     const ready = client

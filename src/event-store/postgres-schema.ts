@@ -12,7 +12,8 @@ export const SCHEMA_LOCK_KEY = 0x53706f6f6c_01;
  */
 export const APPEND_LOCK_KEY = 0x53706f6f6c_02;
 
-export const POSTGRES_MIGRATIONS: readonly string[] = [
+/** Versions 1 to 4, as released; version 5 is made from version 4's text (below). */
+const RELEASED_TO_4: readonly string[] = [
   // 1: the log. `position` is the global order (handed out in commit order: see
   // PostgresEventStore); a stream's revisions and the event ids are unique, the second making an
   // append idempotent. Data and metadata are JSON as the writer sent it (json, not jsonb: kept byte
@@ -233,3 +234,19 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
    END
    $$`,
 ];
+
+export const POSTGRES_MIGRATIONS: readonly string[] = [
+  ...RELEASED_TO_4,
+  // 5: version 4's function with the same outcomes, its notification naming the newest position
+  // the commit wrote. A subscription that has read that far (in the appending process, which heard
+  // of its commit as the append returned) reads nothing for it, where it used to read an empty
+  // page. Made from version 4's text rather than written out again: one line differs.
+  withNotifiedPosition(RELEASED_TO_4[3]!),
+];
+
+/** Version 4's function as version 5: its notification's payload is the newest position written (next_position - 1 as it ends). */
+function withNotifiedPosition(version4: string): string {
+  const silent = "PERFORM pg_notify('spool_events', '');";
+  if (version4.split(silent).length !== 2) throw new Error('schema version 4 no longer holds the one notification version 5 changes');
+  return version4.replace(silent, "PERFORM pg_notify('spool_events', (next_position - 1)::text);");
+}
