@@ -6,7 +6,7 @@ import { type EventBatchHandler, type Position, type RecordedEvent, type Subscri
  * position a commit made readable where the store knows it, with none where it does not (another
  * process's commit heard of without its position).
  */
-export type AppendedListener = (newest?: Position) => void;
+type AppendedListener = (newest?: Position) => void;
 
 /**
  * A catch-up subscription over a log read in pages (the SQLite and PostgreSQL stores): reads the

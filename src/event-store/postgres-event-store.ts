@@ -45,8 +45,10 @@ interface HeldEvent {
   readonly position: string;
 }
 
+/** An append spool_append_group wrote: its last revision and position. */
+type Written = { readonly revision: string; readonly position: string };
 /** What spool_append_group says of each append of a group, in order. */
-type GroupOutcome = { readonly revision: string; readonly position: string } | { readonly found: readonly HeldEvent[] } | { readonly wrong: string };
+type GroupOutcome = Written | { readonly found: readonly HeldEvent[] } | { readonly wrong: string };
 
 interface QueuedAppend {
   readonly streamName: string;
@@ -212,10 +214,10 @@ export class PostgresEventStore implements EventStore {
       for (const append of group) append.reject(failure);
       return;
     }
-    // The newest position written: this process's subscriptions read it now, and ignore the server's echo of it.
-    let newest: bigint | undefined;
-    for (const outcome of outcomes) if ('position' in outcome && (newest === undefined || BigInt(outcome.position) > newest)) newest = BigInt(outcome.position);
-    if (newest !== undefined) this.appended.emit('appended', sequencePosition(newest));
+    // The newest position written (the group's positions rise append by append): this process's
+    // subscriptions read it now, and ignore the server's echo of it.
+    const newest = outcomes.findLast((outcome): outcome is Written => 'revision' in outcome);
+    if (newest) this.appended.emit('appended', sequencePosition(BigInt(newest.position)));
     group.forEach((append, index) => {
       const outcome = outcomes[index]!;
       try {
