@@ -1,10 +1,23 @@
 import { randomUUID } from 'node:crypto';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { type FileHandle, open, opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../platform/private-files.js';
 import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import { FileContentStream } from './file-content-stream.js';
+
+/**
+ * A blob no larger than this (or the range of one asked for) is read whole when asked for, with
+ * system calls made in place (open, fstat, read, close: about 10 µs), rather than as four
+ * operations handed to libuv's threads. Each handed-on operation cost the main thread 25–30 µs
+ * unloaded, and the process more on two busy cores, where waking a pool thread and being woken
+ * again are context switches: a wave of small batches reads each input twice (validation, the
+ * chunk's run; bench/FINDINGS.md, 2026-11-30 evening). Such a blob was mostly written moments
+ * before and is read from the page cache; a larger one streams. Writes stay handed on: creating
+ * and renaming a file wait for the file system's journal, which every fsync commits.
+ */
+const IN_PLACE_BYTES = 64 * 1024;
 
 /** Bytes a put writes at once (see put). */
 const STAGE_BYTES = 256 * 1024;
@@ -115,9 +128,12 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async get(key: string, range?: { start: number; end: number }): Promise<Readable> {
+    const path = this.pathOf(key);
+    const inPlace = readInPlace(key, path, range);
+    if (inPlace) return inPlace;
     let handle;
     try {
-      handle = await open(this.pathOf(key), 'r');
+      handle = await open(path, 'r');
     } catch (error) {
       // A missing file is BlobNotFoundError now rather than a stream error later.
       throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
@@ -180,6 +196,44 @@ export class LocalBlobStore implements BlobStore {
       }
     }
     return removed;
+  }
+}
+
+/**
+ * The blob's bytes (or the range's) as a stream of one buffer, read now, when they are no more
+ * than IN_PLACE_BYTES; undefined for a larger one.
+ */
+function readInPlace(key: string, path: string, range: { start: number; end: number } | undefined): Readable | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (error) {
+    throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
+  }
+  try {
+    const { size } = fstatSync(fd);
+    const start = range?.start ?? 0;
+    const end = Math.min(range?.end ?? Number.POSITIVE_INFINITY, size - 1);
+    const length = Math.max(0, end - start + 1);
+    if (length > IN_PLACE_BYTES) return undefined;
+    // Not from the shared pool: a small buffer would keep a whole 8 KiB slab alive.
+    const bytes = Buffer.allocUnsafeSlow(length);
+    let filled = 0;
+    while (filled < length) {
+      const read = readSync(fd, bytes, filled, length - filled, start + filled);
+      if (read === 0) break;
+      filled += read;
+    }
+    let given = false;
+    return new Readable({
+      read() {
+        if (!given && filled > 0) this.push(bytes.subarray(0, filled));
+        given = true;
+        this.push(null);
+      },
+    });
+  } finally {
+    closeSync(fd);
   }
 }
 
