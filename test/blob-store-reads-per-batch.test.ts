@@ -73,8 +73,8 @@ describe('the folders of the blob store a batch reads on its way', () => {
     await engine.stop();
   });
 
-  const runBatch = async (index: number) => {
-    const lines = Array.from({ length: 5 }, (_, line) => chatLine(`b${index}-${line}`, `hello ${line}`));
+  const runBatch = async (index: number, count = 5) => {
+    const lines = Array.from({ length: count }, (_, line) => chatLine(`b${index}-${line}`, `hello ${line}`));
     const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'input.jsonl'), purpose: 'batch' });
     const batch = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
     expect((await waitForStatus(client, batch.id, ['completed', 'failed', 'expired', 'cancelled'])).status).toBe('completed');
@@ -96,5 +96,17 @@ describe('the folders of the blob store a batch reads on its way', () => {
     expect(read).toContain(chunkPartsPrefix(batchId).slice(0, -1));
     const elsewhere = read.filter((key) => !key.startsWith(`${chunkPartsPrefix(batchId).split('/').slice(0, 2).join('/')}`));
     expect(elsewhere, `folders read for ${batchId}: ${JSON.stringify(read)}`).toEqual([]);
+  });
+
+  it('opens no folder at all for a batch of one chunk, which has no parts', async () => {
+    const root = join(service.dataDir, 'blobs');
+    opened.length = 0;
+    // Two lines: one chunk of BATCH_CHUNK_LINES.
+    const batchId = await runBatch(10, 2);
+    const download = await client.files.content((await client.batches.retrieve(batchId)).output_file_id!);
+    expect((await download.text()).trim().split('\n')).toHaveLength(2);
+    // A moment for the finalizer's steps after the status shows.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(opened.filter((path) => path === root || path.startsWith(root + sep))).toEqual([]);
   });
 });

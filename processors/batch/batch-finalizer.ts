@@ -93,12 +93,15 @@ export class BatchFinalizer {
     let errorFileId: string | null = null;
     // Chunks of the output file copied from parts rendered while the batch ran (for the log).
     let renderedAhead = 0;
+    // Only a batch that ran in input order in more than one chunk has parts to remove.
+    let mayHaveParts = false;
     if (batch.in_progress_at !== null) {
       // Both files at once: each waits mostly on the disk (or S3), and their registrations may
       // share a commit.
       const [output, errors] = await Promise.all([this.writeFile(batch, 'output'), batch.failed > 0 ? this.writeFile(batch, 'error') : undefined]);
       outputFileId = output.fileId;
       renderedAhead = output.partChunks;
+      mayHaveParts = output.chunks > 1;
       errorFileId = errors?.fileId ?? null;
     }
     await this.deps.batches.run(
@@ -108,8 +111,9 @@ export class BatchFinalizer {
     );
     // The work file has served its purpose; a removal cut short is the debris sweeper's to finish.
     if (batch.work_blob_key && this.deps.discardWorkFile) await this.deps.discardWorkFile(batch.work_blob_key).catch(() => undefined);
-    // So have the chunks' parts; one a late writer puts back is the debris sweeper's.
-    await this.deps.parts?.discard(batchId, batch.account_id ?? undefined).catch(() => undefined);
+    // So have the chunks' parts; one a late writer puts back is the debris sweeper's. A batch of one
+    // chunk has none to look for (a folder read for each of many small batches).
+    if (mayHaveParts) await this.deps.parts?.discard(batchId, batch.account_id ?? undefined).catch(() => undefined);
     const finishedAt = this.deps.clock.nowSeconds();
     const margin = batch.expires_at === null ? undefined : batch.expires_at - finishedAt;
     this.deps.onFinished?.(margin);
@@ -120,11 +124,14 @@ export class BatchFinalizer {
     );
   }
 
-  /** Writes and registers the batch's output or error file; `partChunks`: how many chunks were copied from their parts. */
-  private async writeFile(batch: BatchRow, kind: OutputKind): Promise<{ fileId: string; partChunks: number }> {
+  /**
+   * Writes and registers the batch's output or error file; `partChunks`: how many chunks were
+   * copied from their parts; `chunks`: how many chunks of the input it was written from (0 for a work file's).
+   */
+  private async writeFile(batch: BatchRow, kind: OutputKind): Promise<{ fileId: string; partChunks: number; chunks: number }> {
     const fileId = outputFileId(batch.id, kind);
     const store = async (useParts: boolean) => {
-      const copied = { partChunks: 0, lines: 0 };
+      const copied = { partChunks: 0, lines: 0, chunks: 0 };
       const content = await this.deps.files.storeContent(fileId, this.lines(batch, kind, copied, useParts), { bytes: Number.MAX_SAFE_INTEGER, name: 'output file size' }, batch.account_id ?? undefined);
       return { content, copied };
     };
@@ -154,16 +161,17 @@ export class BatchFinalizer {
     const registered = await this.deps.files.register(facts, CORRELATION);
     // Already registered by a run that stopped before finishing the batch: the same file.
     if (E.isLeft(registered) && registered.left.kind !== 'conflict') throw new Error(registered.left.message);
-    return { fileId, partChunks: copied.partChunks };
+    return { fileId, partChunks: copied.partChunks, chunks: copied.chunks };
   }
 
   /**
    * The file's lines in input order, chunk by chunk: memory holds one chunk's outcomes. Chunks of
    * a work file hold lines from all over the input: their lines are put back in order on local disk.
    */
-  private async *lines(batch: BatchRow, kind: OutputKind, copied: { partChunks: number; lines: number }, useParts: boolean): AsyncGenerator<string | Buffer> {
+  private async *lines(batch: BatchRow, kind: OutputKind, copied: { partChunks: number; lines: number; chunks: number }, useParts: boolean): AsyncGenerator<string | Buffer> {
     if (!batch.work_blob_key) {
       const chunks = [...this.deps.queries.chunks(batch.id)];
+      copied.chunks = chunks.length;
       const ahead = new Map<number, Promise<Readable | undefined>>();
       // A batch of one chunk has no parts (the runner leaves them to this rendering).
       const parts = useParts && chunks.length > 1 ? this.deps.parts : undefined;
