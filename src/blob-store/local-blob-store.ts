@@ -68,14 +68,13 @@ export class LocalBlobStore implements BlobStore {
 
   async put(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     const path = this.pathOf(key);
-    await makePrivateDirectoryAsync(dirname(path));
     const partial = join(dirname(path), `.${randomUUID()}.partial`);
     let handle: FileHandle | undefined;
     const stages: Buffer[] = [];
     let writing: Promise<unknown> = Promise.resolve();
     let writingBack: Promise<unknown> = Promise.resolve();
     try {
-      handle = await open(partial, 'wx', PRIVATE_FILE_MODE);
+      handle = await openPartial(partial);
       const file = handle;
       // Chunks are copied into one of two staging buffers, each written whole while the other
       // fills: the producer may reuse a chunk's memory as soon as it is copied, and the disk sees
@@ -197,6 +196,20 @@ export class LocalBlobStore implements BlobStore {
     }
     return removed;
   }
+}
+
+/**
+ * Creates a put's hidden partial file. Its folder mostly exists (every file's content is under
+ * files/): it is made only when the open finds it missing, one operation fewer for most puts.
+ */
+async function openPartial(partial: string): Promise<FileHandle> {
+  try {
+    return await open(partial, 'wx', PRIVATE_FILE_MODE);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  await makePrivateDirectoryAsync(dirname(partial));
+  return open(partial, 'wx', PRIVATE_FILE_MODE);
 }
 
 /**
