@@ -9,11 +9,11 @@ import { FileContentStream } from './file-content-stream.js';
 
 /**
  * A blob no larger than this (or the range of one asked for) is read whole when asked for, with
- * system calls made in place (open, fstat, read, close: about 10 µs), rather than as four
- * operations handed to libuv's threads. Each handed-on operation cost the main thread 25–30 µs
- * unloaded, and the process more on two busy cores, where waking a pool thread and being woken
- * again are context switches: a wave of small batches reads each input twice (validation, the
- * chunk's run; bench/FINDINGS.md, 2026-11-30 evening). Such a blob was mostly written moments
+ * system calls made in place (open, fstat, read, close: 8–10 µs of the main thread for a small
+ * file), rather than as four operations handed to libuv's threads (25–30 µs unloaded, and about
+ * 100 µs each on two busy cores, where waking a pool thread and being woken again are context
+ * switches): a wave of small batches reads each input twice (validation, the chunk's run;
+ * bench/FINDINGS.md, 2026-11-30 evening). Such a blob was mostly written moments
  * before and is read from the page cache; a larger one streams. Writes stay handed on: creating
  * and renaming a file wait for the file system's journal, which every fsync commits.
  */
