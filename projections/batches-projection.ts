@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { type LineFailedData, type LineOutcomeFields, type ServedBy, type Usage, lineError, lineOutcomeFields } from '../src/domain/line-outcome.js';
 import { MAX_LISTED_ERRORS } from '../src/domain/batch-input.js';
 import { type BatchError, type BatchEvent, type BatchStatus, type ChunkSpec, statusAfter, stoppingAfter } from '../src/domain/batch.js';
-import { streamKind } from '../src/domain/stream-names.js';
+import { parseStreamName, streamKind } from '../src/domain/stream-names.js';
 import type { RecordedEvent } from '../src/event-store/event-store.js';
 import type { Projection } from './projection.js';
 import type { Projector } from './projector.js';
@@ -13,7 +13,8 @@ export const batchesProjection: Projection = {
   // 2: batch_chunks lost its settled column (nothing read it).
   // 3: cached_tokens and reasoning_tokens; errors keep the lowest lines, not the first to arrive.
   // 4: work_blob_key (prefix-aware order).
-  version: 6,
+  // 7: batch_chunks.failed, each chunk's failed lines: the finalizer passes over the error lines of a chunk with none.
+  version: 7,
   create(db) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS batches (
@@ -70,6 +71,7 @@ export const batchesProjection: Projection = {
         lines      INTEGER NOT NULL,
         start      INTEGER NOT NULL,
         end        INTEGER NOT NULL,
+        failed     INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (batch_id, chunk)
       );
       CREATE TABLE IF NOT EXISTS batch_errors (
@@ -178,6 +180,12 @@ class LineOutcomeCounts {
   private readonly byBatch = new Map<string, OutcomeCounters>();
   /** Lines answered per batch, checkpoint and sync (batch, checkpoint and sync id joined by NUL). */
   private readonly byCheckpoint = new Map<string, number>();
+  /** Failed lines per line-outcome stream, so per chunk (most pages have none). */
+  private readonly failedByStream = new Map<string, number>();
+
+  failedIn(streamName: string): void {
+    this.failedByStream.set(streamName, (this.failedByStream.get(streamName) ?? 0) + 1);
+  }
 
   add(batchId: string, completed: boolean, usage: Usage, servedBy: ServedBy | undefined): void {
     if (servedBy) {
@@ -214,6 +222,11 @@ class LineOutcomeCounts {
       statement(db, 'INSERT INTO batch_served_by (batch_id, checkpoint, sync_id, lines) VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, checkpoint, sync_id) DO UPDATE SET lines = lines + excluded.lines').run(batchId, checkpoint, syncId, lines);
     }
     this.byCheckpoint.clear();
+    for (const [streamName, failed] of this.failedByStream) {
+      const stream = parseStreamName(streamName);
+      if (stream?.kind === 'batchlines') statement(db, 'UPDATE batch_chunks SET failed = failed + ? WHERE batch_id = ? AND chunk = ?').run(failed, stream.id, stream.chunk);
+    }
+    this.failedByStream.clear();
   }
 }
 
@@ -224,6 +237,7 @@ function applyLineOutcome(db: Database.Database, recorded: RecordedEvent, counts
   const fields = (recorded.serializedData !== undefined ? lineOutcomeFields(recorded.type, recorded.serializedData) : undefined) ?? (recorded.data as unknown as LineOutcomeFields);
   counts.add(fields.batch_id, recorded.type === 'LineCompleted', fields.usage, fields.served_by);
   if (recorded.type !== 'LineFailed') return;
+  counts.failedIn(recorded.streamName);
   // An engine's error is in its body: the whole of it, then.
   const failed = 'error' in fields && fields.error !== null ? ({ ...fields, body: null } as LineFailedData) : (recorded.data as unknown as LineFailedData);
   addError(db, failed.batch_id, lineError(failed));
@@ -305,6 +319,8 @@ export interface ChunkRow {
   readonly lines: number;
   readonly start: number;
   readonly end: number;
+  /** Its lines that failed so far (all of them settled once the batch is finalizing). */
+  readonly failed: number;
 }
 
 export class BatchesQueries {

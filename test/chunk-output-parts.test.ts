@@ -95,11 +95,15 @@ describe('chunk output parts', () => {
       expect(await parts.write(chunk)).toBe(true);
       expect(await text(await parts.open('batch_p', 0, 'output'))).toBe(output);
 
-      // A chunk without failed lines has an empty error part, not a missing one: missing means "render it".
+      // A chunk without failed lines has no error part (the finalizer reads its failed count, 0);
+      // its output part is written even empty: a missing one means "render it".
       await outcomes.record('batch_p', 1, [completed(4)], 'test');
       expect(await parts.write({ batch_id: 'batch_p', chunk: 1, lines: 1 })).toBe(true);
-      expect(await text(await parts.open('batch_p', 1, 'error'))).toBe('');
-      expect(await blobStore.head(chunkPartBlobKey('batch_p', 1, 'error'))).toEqual({ size: 0 });
+      expect(await blobStore.head(chunkPartBlobKey('batch_p', 1, 'error'))).toBeUndefined();
+      expect(await text(await parts.open('batch_p', 1, 'output'))).toBe(renderChunk('batch_p', 'output', inLineOrder(await outcomes.read('batch_p', 1))));
+      await outcomes.record('batch_p', 2, [failed(5)], 'test');
+      expect(await parts.write({ batch_id: 'batch_p', chunk: 2, lines: 1 })).toBe(true);
+      expect(await blobStore.head(chunkPartBlobKey('batch_p', 2, 'output'))).toEqual({ size: 0 });
       // A part removed (another finalizer's clean-up) is missing, whatever became of the other one.
       await blobStore.delete(chunkPartBlobKey('batch_p', 0, 'error'));
       expect(await parts.open('batch_p', 0, 'error')).toBeUndefined();
@@ -163,6 +167,9 @@ describe('a batch finalized from chunk parts', () => {
     expect(await download(done.output_file_id)).toBe(expectedOutput);
     expect(await download(done.error_file_id)).toBe(expectedErrors);
     expect(expectedOutput.split('\n').filter(Boolean).map((line) => JSON.parse(line).custom_id)).toEqual(['ok-0', 'ok-2', 'ok-3', 'ok-4', 'ok-6', 'ok-7', 'ok-8', 'ok-10']);
+    // Each chunk's failed lines, from the read model the finalizer reads: lines 1, 5 and 9 failed.
+    const chunkFailures = service.readModels.prepare('SELECT chunk, failed FROM batch_chunks WHERE batch_id = ? ORDER BY chunk').all(created.id);
+    expect(chunkFailures).toEqual([0, 1, 2, 3, 4, 5].map((chunk) => ({ chunk, failed: chunk % 2 === 0 ? 1 : 0 })));
 
     // One chunk runs at a time: all but the last were done, and rendered, before the batch ended.
     // The finalizer logs once the batch is over, its parts discarded, a moment after the status shows.

@@ -170,11 +170,13 @@ export class BatchFinalizer {
    */
   private async *lines(batch: BatchRow, kind: OutputKind, copied: { partChunks: number; lines: number; chunks: number }, useParts: boolean): AsyncGenerator<string | Buffer> {
     if (!batch.work_blob_key) {
-      const chunks = [...this.deps.queries.chunks(batch.id)];
-      copied.chunks = chunks.length;
+      const all = this.deps.queries.chunks(batch.id);
+      copied.chunks = all.length;
+      // A chunk none of whose lines failed has no error lines (and its run wrote no error part).
+      const chunks = kind === 'error' ? all.filter((chunk) => chunk.failed > 0) : all;
       const ahead = new Map<number, Promise<Readable | undefined>>();
       // A batch of one chunk has no parts (the runner leaves them to this rendering).
-      const parts = useParts && chunks.length > 1 ? this.deps.parts : undefined;
+      const parts = useParts && all.length > 1 ? this.deps.parts : undefined;
       const copyBuffer = Buffer.allocUnsafe(COPY_BUFFER_BYTES);
       const openAhead = (from: number) => {
         if (!parts) return;

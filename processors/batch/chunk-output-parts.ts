@@ -48,9 +48,12 @@ export class ChunkOutputParts {
       if (!outcomes) return false;
       parts = { output: renderChunk(chunk.batch_id, 'output', outcomes, chunk.served_by), error: renderChunk(chunk.batch_id, 'error', outcomes, chunk.served_by) };
     }
-    // Both, even empty: a missing part then only ever means "render it from the outcomes", also
-    // when another finalizer removed the parts between this one's reads of them.
+    // The output part even empty: a missing one then only ever means "render it from the
+    // outcomes", also when another finalizer removed the parts between this one's reads of them.
+    // No error part for a chunk without errors (most chunks): the finalizer knows from the chunk's
+    // failed count that it has no error lines, and half of a batch's parts were empty ones.
     for (const kind of ['error', 'output'] as const) {
+      if (kind === 'error' && parts.error === '') continue;
       await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind, chunk.account_id ?? undefined), Readable.from([Buffer.from(parts[kind])]));
     }
     return true;
