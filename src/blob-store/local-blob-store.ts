@@ -130,15 +130,16 @@ export class LocalBlobStore implements BlobStore {
     const path = this.pathOf(key);
     const inPlace = readInPlace(key, path, range);
     if (inPlace) return inPlace;
+    // Opened again, and its size taken from this handle: a put under the same key may have
+    // replaced the file since it was looked at in place.
     let handle;
     try {
       handle = await open(path, 'r');
     } catch (error) {
-      // A missing file is BlobNotFoundError now rather than a stream error later.
-      throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
+      throw missingAsNotFound(key, error);
     }
     // A blob does not change once written, so its size bounds the reads: each buffer is then no
-    // larger than what is left. Chunks' parts (tens of KiB each, an error part often empty) read
+    // larger than what is left. Chunks' parts (tens of KiB each) read
     // with 64 KiB buffers had the finalizer of a 50,000-line batch hold 24 MiB of them at its
     // peak, 12 MiB since (bench/FINDINGS.md, memory).
     let size: number;
@@ -212,6 +213,11 @@ async function openPartial(partial: string): Promise<FileHandle> {
   return open(partial, 'wx', PRIVATE_FILE_MODE);
 }
 
+/** A missing file is BlobNotFoundError when the blob is asked for, rather than a stream error later. */
+function missingAsNotFound(key: string, error: unknown): unknown {
+  return (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
+}
+
 /**
  * The blob's bytes (or the range's) as a stream of one buffer, read now, when they are no more
  * than IN_PLACE_BYTES; undefined for a larger one.
@@ -221,7 +227,7 @@ function readInPlace(key: string, path: string, range: { start: number; end: num
   try {
     fd = openSync(path, 'r');
   } catch (error) {
-    throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new BlobNotFoundError(key) : error;
+    throw missingAsNotFound(key, error);
   }
   try {
     const { size } = fstatSync(fd);

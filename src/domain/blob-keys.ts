@@ -24,7 +24,7 @@ const under = (accountId: string | undefined, key: string): string => (accountId
 /** A file's content: under its account's prefix where it has one. */
 export const fileBlobKey = (fileId: string, accountId?: string): string => under(accountId, `${SHAPE.fileFolder}/${fileId}`);
 export const workFileBlobKey = (batchId: string, accountId?: string): string => under(accountId, `${SHAPE.batchFolder}/${batchId}/${SHAPE.workFileName}`);
-/** Where a chunk's rendered lines of one file are kept while its batch runs (both files' parts, even empty). */
+/** Where a chunk's rendered lines of one file are kept while its batch runs (the output part even empty; an error part only where a line failed). */
 export const chunkPartBlobKey = (batchId: string, chunk: number, kind: OutputKind, accountId?: string): string => `${chunkPartsPrefix(batchId, accountId)}${chunk}.${kind}.jsonl`;
 /** The prefix under which all of a batch's chunk parts are kept. */
 export const chunkPartsPrefix = (batchId: string, accountId?: string): string => under(accountId, `${SHAPE.batchFolder}/${batchId}/${SHAPE.partsFolder}/`);
