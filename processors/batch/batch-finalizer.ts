@@ -14,6 +14,7 @@ import type { BatchRow, BatchesQueries, ChunkRow } from '../../projections/batch
 import { NO_TRACING, type Tracing } from '../../src/observability/tracing.js';
 import { lentPieces } from '../../src/blob-store/file-content-stream.js';
 import { InputOrderSpill } from './input-order-spill.js';
+import type { RenderedChunkHandoff } from './rendered-chunk-handoff.js';
 import { RunsByKey } from '../../src/platform/runs-by-key.js';
 
 /**
@@ -55,6 +56,8 @@ export class BatchFinalizer {
       discardWorkFile?: (key: string) => Promise<void>;
       /** Chunks' lines rendered while the batch ran: copied instead of rendered again. */
       parts?: ChunkOutputParts;
+      /** A batch's only chunk as this process's runner rendered it, where it runs one. */
+      renderedChunks?: Pick<RenderedChunkHandoff, 'take'>;
     },
   ) {}
 
@@ -204,7 +207,8 @@ export class BatchFinalizer {
             }
             continue;
           }
-          const text = renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!), servedByInOutput(batch.metadata));
+          // A batch's only chunk was mostly rendered by this process's run of it, just now.
+          const text = (useParts && all.length === 1 ? this.deps.renderedChunks?.take(batch.id, chunks[at]!.chunk, kind) : undefined) ?? renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!), servedByInOutput(batch.metadata));
           copied.lines += newlines(text);
           if (text) yield text;
         }

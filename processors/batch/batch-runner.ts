@@ -13,6 +13,7 @@ import { BatchLineSender } from './batch-line-sender.js';
 import { ChunkAdmission } from './chunk-admission.js';
 import { ChunkOutcomeRecording, type RenderedParts } from './chunk-outcome-recorder.js';
 import type { ChunkOutputParts } from './chunk-output-parts.js';
+import type { RenderedChunkHandoff } from './rendered-chunk-handoff.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../../src/observability/tracing.js';
 import { physicalLines } from './jsonl-lines.js';
 import { WaitingLines } from './waiting-lines.js';
@@ -77,6 +78,8 @@ export class BatchRunner {
       tracing?: Tracing;
       /** Renders each finished chunk's output lines for the finalizer. */
       parts?: Pick<ChunkOutputParts, 'tryWrite'>;
+      /** The finalizer of this process, where it has one: a batch's only chunk is rendered for it in memory. */
+      renderedChunks?: Pick<RenderedChunkHandoff, 'offer'>;
     },
   ) {
     this.admission = new ChunkAdmission({ parallel: deps.parallelChunks });
@@ -107,8 +110,8 @@ export class BatchRunner {
     if (!batch) return;
     // Chunks are shared between accounts (where there are accounts), else between jobs; the engines' scheduler shares slots between an account's jobs.
     const release = await this.admission.admit({ ...(batch.expires_at !== null ? { deadline: batch.expires_at * 1000 } : {}), fairnessKey: batch.account_id !== null ? `account ${batch.account_id}` : batch.job_id });
-    // Parts (below) are rendered as the outcomes are recorded, where they will be written.
-    const renderParts = chunksOfBatch >= 2 && !batch.work_blob_key && this.deps.parts !== undefined;
+    // Parts (below) are rendered as the outcomes are recorded, where they will be written or handed over.
+    const renderParts = !batch.work_blob_key && (chunksOfBatch >= 2 ? this.deps.parts !== undefined : this.deps.renderedChunks !== undefined);
     let run: ChunkRun;
     try {
       run = await this.runChunk(chunk, renderParts);
@@ -121,8 +124,15 @@ export class BatchRunner {
     // line settled (a redelivered chunk): the run that recorded them wrote the parts, and writing
     // them again could meet the finalizer reading them. Nor for a batch of one chunk: the finalizer
     // renders it from the outcomes at once, where its parts cost two files written, listed and
-    // removed (many small batches at once spent much of their time so).
-    if (chunksOfBatch < 2) return;
+    // removed (many small batches at once spent much of their time so); what the run rendered is
+    // handed to this process's finalizer instead, where it has one, while the batch still runs
+    // (one that is finalizing already rendered it from the outcomes).
+    if (chunksOfBatch < 2) {
+      if (!run.rendered || !this.deps.renderedChunks || this.stopping) return;
+      const now = this.deps.queries.get(chunk.batch_id);
+      if (now && runsLines(now.status)) this.deps.renderedChunks.offer(chunk.batch_id, chunk.chunk, run.rendered);
+      return;
+    }
     const now = this.deps.queries.get(chunk.batch_id);
     if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite({ ...chunk, account_id: now.account_id, served_by: servedByInOutput(now.metadata) }, run.rendered);
   }

@@ -11,6 +11,7 @@ import { BatchValidator } from '../../processors/batch/batch-validator.js';
 import { BlobDebrisSweeper } from '../../processors/watches/blob-debris-sweeper.js';
 import { EventRelay, MemoryRelayCheckpoint, SqliteRelayCheckpoint } from '../../processors/messaging/event-relay.js';
 import { FileExpirySweeper } from '../../processors/watches/file-expiry-sweeper.js';
+import { RenderedChunkHandoff } from '../../processors/batch/rendered-chunk-handoff.js';
 import { ChunkOutputParts } from '../../processors/batch/chunk-output-parts.js';
 import { InteractiveLoadListener, InteractiveLoadReporter } from '../../processors/messaging/interactive-load-exchange.js';
 import { WebhookDeliverer } from '../../processors/watches/webhook-deliverer.js';
@@ -73,8 +74,14 @@ interface Processor {
   readonly start?: () => void;
 }
 
+/** What the processors of one process share. */
+interface ProcessorContext extends WorkerContext {
+  /** Where the process runs both inference and the finalizer: a batch's only chunk, rendered by its run for the finalizer. */
+  readonly renderedChunks: RenderedChunkHandoff | undefined;
+}
+
 /** The work table: each processor kind, what it is made of and what it does with its topic's messages. */
-const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Promise<Processor>>> = {
+const PROCESSORS: Readonly<Record<ProcessorKind, (context: ProcessorContext) => Promise<Processor>>> = {
   validator: async ({ config, clock, logger, adapters, parts, tracing }) => {
     const { batches, batchesQueries } = parts.application();
     const { fleet } = await parts.fleet();
@@ -105,7 +112,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       handle: (message) => (message.kind === 'validate-batch' ? validator.validate(message.batch_id) : Promise.resolve()),
     };
   },
-  inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing }) => {
+  inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing, renderedChunks }) => {
     const { batches, batchesQueries, outcomes } = parts.application();
     const { fleet } = await parts.fleet();
     const runner = new BatchRunner({
@@ -119,6 +126,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       parallelChunks: config.batchParallelChunks,
       tracing,
       parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
+      renderedChunks,
     });
     // No new line of batch work goes out once a stop begins; lines already sent are waited for and recorded.
     lifecycle.whenStopBegins(() => runner.stop());
@@ -133,7 +141,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing }) => {
+  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing, renderedChunks }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
     const finalizer = new BatchFinalizer({
       batches,
@@ -147,6 +155,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: WorkerContext) => Pro
       scratchDir: scratchDirOf(config),
       discardWorkFile: (key) => adapters.blobStore.delete(key),
       parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
+      renderedChunks,
     });
     // Time is not an event: the finalizers start the expiry of overdue batches.
     const expiryWatch = new BatchExpiryWatch({ queries: batchesQueries, batches, clock, log: logger.child({ component: 'batch-expiry' }), intervalMs: config.batchExpiryCheckMs });
@@ -227,9 +236,10 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
   const schemas = new MessageSchemas();
   const processors: Processor[] = [];
   const consumers: WorkConsumer[] = [];
+  const processorContext: ProcessorContext = { ...context, renderedChunks: roles.has('inference') && roles.has('finalizer') ? new RenderedChunkHandoff() : undefined };
   for (const kind of PROCESSOR_KINDS) {
     if (!roles.has(kind)) continue;
-    const processor = await PROCESSORS[kind](context);
+    const processor = await PROCESSORS[kind](processorContext);
     processors.push(processor);
     const { projector } = parts.application();
     consumers.push(
