@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, fsync as fsyncCallback, open as openCallback, openSync, readSync, write as writeCallback } from 'node:fs';
 import { type FileHandle, open, opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../platform/private-files.js';
 import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import { FileContentStream } from './file-content-stream.js';
@@ -14,8 +15,9 @@ import { FileContentStream } from './file-content-stream.js';
  * 100 µs each on two busy cores, where waking a pool thread and being woken again are context
  * switches): a wave of small batches reads each input twice (validation, the chunk's run;
  * bench/FINDINGS.md, 2026-11-30 evening). Such a blob was mostly written moments
- * before and is read from the page cache; a larger one streams. Writes stay handed on: creating
- * and renaming a file wait for the file system's journal, which every fsync commits.
+ * before and is read from the page cache; a larger one streams. Writes stay handed on (see
+ * putWhole): creating, writing and renaming a file wait for the file system's journal, which every
+ * fsync commits.
  */
 const IN_PLACE_BYTES = 64 * 1024;
 
@@ -68,13 +70,33 @@ export class LocalBlobStore implements BlobStore {
 
   async put(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     const path = this.pathOf(key);
-    const partial = join(dirname(path), `.${randomUUID()}.partial`);
+    // What arrives first is copied aside (a producer may reuse a chunk's memory once it asks for
+    // the next): a body that ends within IN_PLACE_BYTES is written whole (putWhole).
+    const iterator = body[Symbol.asyncIterator]();
+    const head = takeStage();
+    let held = 0;
+    try {
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) return await putWhole(path, head.subarray(0, held));
+        if (held + next.value.length > IN_PLACE_BYTES) return await this.putStreamed(path, continued([head.subarray(0, held), next.value], iterator));
+        head.set(next.value, held);
+        held += next.value.length;
+      }
+    } finally {
+      giveBackStages([head]);
+    }
+  }
+
+  /** Writes a body of any size through two staging buffers, flushed as they fill. */
+  private async putStreamed(path: string, body: AsyncIterable<Uint8Array>): Promise<void> {
+    const partial = partialOf(path);
     let handle: FileHandle | undefined;
     const stages: Buffer[] = [];
     let writing: Promise<unknown> = Promise.resolve();
     let writingBack: Promise<unknown> = Promise.resolve();
     try {
-      handle = await openPartial(partial);
+      handle = await openPartial(partial, open);
       const file = handle;
       // Chunks are copied into one of two staging buffers, each written whole while the other
       // fills: the producer may reuse a chunk's memory as soon as it is copied, and the disk sees
@@ -199,11 +221,63 @@ export class LocalBlobStore implements BlobStore {
   }
 }
 
+/** The hidden sibling a put writes before renaming it into place. */
+const partialOf = (path: string) => join(dirname(path), `.${randomUUID()}.partial`);
+
+/** The bytes held, then the rest of the body; ending early (a failed write) ends the body too. */
+async function* continued(head: readonly Uint8Array[], rest: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+  let done = false;
+  try {
+    yield* head;
+    for (;;) {
+      const next = await rest.next();
+      if (next.done) {
+        done = true;
+        return;
+      }
+      yield next.value;
+    }
+  } finally {
+    if (!done) await rest.return?.();
+  }
+}
+
+const openFile = promisify(openCallback);
+const syncFile = promisify(fsyncCallback);
+const writeToFile = promisify(writeCallback);
+
 /**
- * Creates a put's hidden partial file. Its folder mostly exists (every file's content is under
- * files/): it is made only when the open finds it missing, one operation fewer for most puts.
+ * A body of at most IN_PLACE_BYTES, whole in memory: one write from it, through node:fs's callbacks
+ * rather than a FileHandle's promises (31–39 against 34–43 µs of the main thread a put, in a script), and
+ * the close made in place (after the fsync nothing is left for it to wait on). The open, write,
+ * fsync and rename stay handed to libuv's threads: each may wait for the file system's journal,
+ * which every fsync commits (a write made in place cost a 50,000-line batch, whose chunks' parts
+ * are small puts, about 13% more CPU a line). A wave of many small batches writes one output file
+ * each (bench/FINDINGS.md, 2026-11-30 night).
  */
-async function openPartial(partial: string): Promise<FileHandle> {
+async function putWhole(path: string, bytes: Uint8Array): Promise<void> {
+  const partial = partialOf(path);
+  let fd: number | undefined;
+  try {
+    fd = await openPartial(partial, openFile);
+    for (let at = 0; at < bytes.length; ) at += (await writeToFile(fd, bytes, at, bytes.length - at, null)).bytesWritten;
+    await syncFile(fd);
+    closeSync(fd);
+    fd = undefined;
+    await rename(partial, path);
+  } catch (error) {
+    if (fd !== undefined) closeSync(fd);
+    await rm(partial, { force: true });
+    throw error;
+  }
+}
+
+/**
+ * Creates a put's hidden partial file with `open` (a FileHandle's or a file descriptor's). Its
+ * folder mostly exists (every file's content is under files/): it is made only when the open finds
+ * it missing, one operation fewer for most puts.
+ */
+async function openPartial<Opened>(partial: string, open: (path: string, flags: string, mode: number) => Promise<Opened>): Promise<Opened> {
   try {
     return await open(partial, 'wx', PRIVATE_FILE_MODE);
   } catch (error) {

@@ -123,7 +123,7 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
         }
         return { chunks: chunks(), meant: () => meant.digest('hex') };
       };
-      for (const [name, size] of [['lent-small', 300_000], ['lent-large', 12 * 1024 * 1024 + 5]] as const) {
+      for (const [name, size] of [['lent-whole', 60_000], ['lent-edge', 65_537], ['lent-small', 300_000], ['lent-large', 12 * 1024 * 1024 + 5]] as const) {
         const producer = lent(size);
         await store.put(`${run}/${name}`, producer.chunks);
         const stored = await readAllBytes(await store.get(`${run}/${name}`));
@@ -133,8 +133,10 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
     });
 
     it('leaves nothing behind when the stream fails midway, small or large', async () => {
+      await expect(store.put(`${run}/broken-tiny`, generated(50_000, 20_000))).rejects.toThrow('client went away');
       await expect(store.put(`${run}/broken-small`, generated(1_000_000, 100_000))).rejects.toThrow('client went away');
       await expect(store.put(`${run}/broken-large`, generated(30 * 1024 * 1024, 20 * 1024 * 1024))).rejects.toThrow('client went away');
+      expect(await store.head(`${run}/broken-tiny`)).toBeUndefined();
       expect(await store.head(`${run}/broken-small`)).toBeUndefined();
       expect(await store.head(`${run}/broken-large`)).toBeUndefined();
       expect((await listKeys(store, run)).filter((key) => key.includes('broken'))).toEqual([]);
