@@ -32,30 +32,48 @@ export interface ChunkAdmissionSettings {
  */
 export function nextChunk(held: readonly HeldChunk[], running: readonly HeldChunk[], now: number, settings: ChunkAdmissionSettings): number | undefined {
   if (held.length === 0 || running.length >= 2 * settings.parallel) return undefined;
+  // Each chunk's level and each job's running count are worked out once per call, with nothing
+  // copied: it runs at every chunk's start and end, over every chunk held (hundreds, when many small
+  // batches arrive at once).
   const level = (chunk: HeldChunk) => (chunk.deadline === undefined ? LEAST_URGENT : urgencyLevel(chunk.deadline, now, settings.urgencyUnitMs));
   const runningPerKey = new Map<string, number>();
-  for (const chunk of running) runningPerKey.set(chunk.fairnessKey, (runningPerKey.get(chunk.fairnessKey) ?? 0) + 1);
+  let mostRunningLevel = -Infinity;
+  let leastRunningLevel = Infinity;
+  for (const chunk of running) {
+    runningPerKey.set(chunk.fairnessKey, (runningPerKey.get(chunk.fairnessKey) ?? 0) + 1);
+    const at = level(chunk);
+    if (at > mostRunningLevel) mostRunningLevel = at;
+    if (at < leastRunningLevel) leastRunningLevel = at;
+  }
   let best = 0;
+  let bestLevel = level(held[0]!);
+  let bestRunning = runningPerKey.get(held[0]!.fairnessKey) ?? 0;
   for (let index = 1; index < held.length; index++) {
     const candidate = held[index]!;
-    const current = held[best]!;
-    const byLevel = level(candidate) - level(current);
-    const byShare = (runningPerKey.get(candidate.fairnessKey) ?? 0) - (runningPerKey.get(current.fairnessKey) ?? 0);
-    if (byLevel < 0 || (byLevel === 0 && byShare < 0)) best = index;
+    const candidateLevel = level(candidate);
+    if (candidateLevel > bestLevel) continue;
+    const candidateRunning = runningPerKey.get(candidate.fairnessKey) ?? 0;
+    if (candidateLevel < bestLevel || candidateRunning < bestRunning) {
+      best = index;
+      bestLevel = candidateLevel;
+      bestRunning = candidateRunning;
+    }
   }
   if (running.length < settings.parallel) return best;
-  const chosen = held[best]!;
-  const chosenLevel = level(chosen);
-  if (chosenLevel < Math.max(...running.map(level))) return best;
-  if (running.some((chunk) => level(chunk) < chosenLevel)) return undefined;
-  const jobs = new Set([...held, ...running].filter((chunk) => level(chunk) === chosenLevel).map((chunk) => chunk.fairnessKey));
+  if (bestLevel < mostRunningLevel) return best;
+  if (leastRunningLevel < bestLevel) return undefined;
+  const jobs = new Set<string>();
+  for (const chunk of held) if (level(chunk) === bestLevel) jobs.add(chunk.fairnessKey);
+  for (const chunk of running) if (level(chunk) === bestLevel) jobs.add(chunk.fairnessKey);
   const share = Math.max(1, Math.floor(settings.parallel / jobs.size));
-  return (runningPerKey.get(chosen.fairnessKey) ?? 0) < share ? best : undefined;
+  return bestRunning < share ? best : undefined;
 }
 
 /** The chunks an inference processor holds, started by nextChunk as others finish. */
 export class ChunkAdmission {
   private readonly held: Array<{ readonly chunk: HeldChunk; start(running: HeldChunk): void; drop(reason: Error): void }> = [];
+  /** The held entries' chunks, in the same order: what nextChunk reads, kept rather than made at each call. */
+  private readonly heldChunks: HeldChunk[] = [];
   private readonly running: HeldChunk[] = [];
 
   constructor(
@@ -67,6 +85,7 @@ export class ChunkAdmission {
   async admit(chunk: HeldChunk): Promise<() => void> {
     const entry = await new Promise<HeldChunk>((resolve, reject) => {
       this.held.push({ chunk, start: resolve, drop: reject });
+      this.heldChunks.push(chunk);
       this.startWhatMay();
     });
     let released = false;
@@ -80,6 +99,7 @@ export class ChunkAdmission {
 
   /** Every chunk still waiting to start is given up: its admit() rejects with `reason`. */
   dropHeld(reason: Error): void {
+    this.heldChunks.length = 0;
     for (const entry of this.held.splice(0)) entry.drop(reason);
   }
 
@@ -90,14 +110,10 @@ export class ChunkAdmission {
 
   private startWhatMay(): void {
     for (;;) {
-      const index = nextChunk(
-        this.held.map((entry) => entry.chunk),
-        this.running,
-        this.now(),
-        this.settings,
-      );
+      const index = nextChunk(this.heldChunks, this.running, this.now(), this.settings);
       if (index === undefined) return;
       const [chosen] = this.held.splice(index, 1);
+      this.heldChunks.splice(index, 1);
       // A started chunk counts as running from now, though its admit() resumes a tick later.
       const running = { ...chosen!.chunk };
       this.running.push(running);
