@@ -125,8 +125,11 @@ export class SqliteEventStore implements EventStore {
         'SELECT * FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?',
       ),
       head: this.db.prepare<[], { position: number | null }>('SELECT max(position) AS position FROM events'),
+      // Prepared once: read after every commit heard of, this process's own included (db.pragma()
+      // compiles its statement at each call).
+      dataVersion: this.db.prepare<[], number>('PRAGMA data_version').pluck(),
     };
-    this.dataVersion = this.db.pragma('data_version', { simple: true }) as number;
+    this.dataVersion = this.statements.dataVersion.get()!;
     // In WAL mode the store syncs the log itself, off the main thread (see the class's comment);
     // where the file system refuses WAL, SQLite syncs its rollback journal in every commit.
     this.flush = walMode
@@ -296,7 +299,7 @@ export class SqliteEventStore implements EventStore {
   /** The marker moved: subscriptions read now if another connection committed (not where it was this one's own commit). */
   private otherProcessMayHaveCommitted(): void {
     if (!this.db.open) return;
-    const version = this.db.pragma('data_version', { simple: true }) as number;
+    const version = this.statements.dataVersion.get()!;
     if (version === this.dataVersion) return;
     this.dataVersion = version;
     this.appended.emit('appended');
