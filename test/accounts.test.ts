@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import OpenAI, { toFile } from 'openai';
-import { pino } from 'pino';
+import { createLogger } from '../src/observability/log-format.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiExposure } from '../src/wiring/exposure.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -75,7 +75,7 @@ describe('accounts: keys, and isolation of every /v1 object', () => {
 
   beforeAll(async () => {
     await engine.start();
-    service = await startTestService({ env: { ACCOUNTS: 'required', ENGINE_BASE_URL: engine.url, ENGINE_MAX_ATTEMPTS: '1', BATCH_CHUNK_LINES: '1' }, logger: pino({ level: 'trace' }, { write: (line: string) => void logs.push(line) }) });
+    service = await startTestService({ env: { ACCOUNTS: 'required', ENGINE_BASE_URL: engine.url, ENGINE_MAX_ATTEMPTS: '1', BATCH_CHUNK_LINES: '1' }, logger: createLogger({ level: 'trace', format: 'json' }, { write: (line: string) => void logs.push(line) }) });
     // A job named for no account is no account's: with accounts required no batch may use it.
     expect((await reserveJob(service.url, { ...jobOf('x'), job_id: 'nobodys', account_id: undefined })).status).toBe(201);
     accounts.alpha = await makeObjects('alpha');

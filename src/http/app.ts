@@ -2,6 +2,7 @@ import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { newRequestId } from '../platform/ids.js';
+import { CREDENTIAL_REDACTION, censorsCredentials } from '../observability/credential-censor.js';
 import { notFound } from './api-error.js';
 import { type AccountKeys, installAccountAuth } from './account-auth.js';
 import { PROTECTED_PREFIXES, installBearerAuth } from './bearer-auth.js';
@@ -41,9 +42,6 @@ export interface HttpDeps extends FileRouteDeps, SystemRouteDeps, BatchRouteDeps
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Where a request's credentials could appear in what the HTTP layer logs. */
-const CREDENTIAL_PATHS = ['headers.authorization', '*.headers.authorization', '*.*.headers.authorization', 'headers.cookie', '*.headers.cookie'];
-
 /**
  * Whatever layer refuses a request (Node's parser, the router, Fastify), the answer is JSON in
  * the error envelope or the 422 validation shape. Node's bare 400 for a missing Host is replaced
@@ -65,8 +63,9 @@ function serverOptions(timeouts: HttpTimeouts) {
 export async function buildHttpApp(deps: HttpDeps): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
     // Credentials never reach a log line, at any level: @fastify/multipart logs its parser's options,
-    // the request's headers among them, at trace.
-    loggerInstance: deps.logger.child({}, { redact: { paths: CREDENTIAL_PATHS, censor: '[redacted]' } }) as FastifyBaseLogger,
+    // the request's headers among them, at trace. The process's logger censors every line it
+    // writes; one given from elsewhere that does not, redacts where headers appear.
+    loggerInstance: (censorsCredentials(deps.logger) ? deps.logger : deps.logger.child({}, { redact: CREDENTIAL_REDACTION })) as FastifyBaseLogger,
     // A caller's own request id is kept when it is safe to log and echo; otherwise one is made.
     genReqId: (request) => {
       const given = request.headers['x-request-id'];

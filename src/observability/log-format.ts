@@ -1,4 +1,5 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { censorCredentials, markCensoring } from './credential-censor.js';
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 /** Fields every entry has, shown in the line's fixed columns or not at all. */
@@ -33,8 +34,13 @@ export function readableLine(json: string): string {
 /** Writes each entry to stdout as a readable line, with no worker thread or extra dependency. */
 const readableStdout: DestinationStream = { write: (json: string) => void process.stdout.write(readableLine(json)) };
 
-/** The process's logger: readable lines on a terminal or with LOG_FORMAT=pretty, JSON lines otherwise. */
-export function createLogger(options: { level: string; format: 'pretty' | 'json' | undefined }): Logger {
+/**
+ * The process's logger: readable lines on a terminal or with LOG_FORMAT=pretty, JSON lines
+ * otherwise; every line, its children's too, with credentials censored (censorCredentials).
+ */
+export function createLogger(options: { level: string; format: 'pretty' | 'json' | undefined }, destination?: DestinationStream): Logger {
   const pretty = options.format === 'pretty' || (options.format === undefined && process.stdout.isTTY === true);
-  return pretty ? pino({ level: options.level }, readableStdout) : pino({ level: options.level });
+  const settings = { level: options.level, hooks: { streamWrite: censorCredentials } };
+  // `destination`: where a test reads the JSON lines instead of stdout.
+  return markCensoring(destination ? pino(settings, destination) : pretty ? pino(settings, readableStdout) : pino(settings));
 }
