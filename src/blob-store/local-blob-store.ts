@@ -71,20 +71,17 @@ export class LocalBlobStore implements BlobStore {
   async put(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     const path = this.pathOf(key);
     // What arrives first is copied aside (a producer may reuse a chunk's memory once it asks for
-    // the next): a body that ends within IN_PLACE_BYTES is written whole (putWhole).
+    // the next; copies the size of what came, not staging buffers: many small puts run at once):
+    // a body that ends within IN_PLACE_BYTES is written whole (putWhole).
     const iterator = body[Symbol.asyncIterator]();
-    const head = takeStage();
+    const head: Buffer[] = [];
     let held = 0;
-    try {
-      for (;;) {
-        const next = await iterator.next();
-        if (next.done) return await putWhole(path, head.subarray(0, held));
-        if (held + next.value.length > IN_PLACE_BYTES) return await this.putStreamed(path, continued([head.subarray(0, held), next.value], iterator));
-        head.set(next.value, held);
-        held += next.value.length;
-      }
-    } finally {
-      giveBackStages([head]);
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) return putWhole(path, head.length === 1 ? head[0]! : Buffer.concat(head, held));
+      if (held + next.value.length > IN_PLACE_BYTES) return this.putStreamed(path, continued([...head, next.value], iterator));
+      head.push(Buffer.from(next.value));
+      held += next.value.length;
     }
   }
 
