@@ -208,7 +208,8 @@ export class BatchFinalizer {
             continue;
           }
           // A batch's only chunk was mostly rendered by this process's run of it, just now.
-          const text = (useParts && all.length === 1 ? this.deps.renderedChunks?.take(batch.id, chunks[at]!.chunk, kind) : undefined) ?? renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!), servedByInOutput(batch.metadata));
+          const handedOver = useParts && all.length === 1 ? this.deps.renderedChunks?.take(batch.id, chunks[at]!.chunk, kind) : undefined;
+          const text = handedOver ?? renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!), servedByInOutput(batch.metadata));
           copied.lines += newlines(text);
           if (text) yield text;
         }

@@ -127,14 +127,12 @@ export class BatchRunner {
     // removed (many small batches at once spent much of their time so); what the run rendered is
     // handed to this process's finalizer instead, where it has one, while the batch still runs
     // (one that is finalizing already rendered it from the outcomes).
-    if (chunksOfBatch < 2) {
-      if (!run.rendered || !this.deps.renderedChunks || this.stopping) return;
-      const now = this.deps.queries.get(chunk.batch_id);
-      if (now && runsLines(now.status)) this.deps.renderedChunks.offer(chunk.batch_id, chunk.chunk, run.rendered);
-      return;
-    }
+    const handOver = chunksOfBatch < 2 ? this.deps.renderedChunks : undefined;
+    if (this.stopping || (chunksOfBatch < 2 && !(run.rendered && handOver))) return;
     const now = this.deps.queries.get(chunk.batch_id);
-    if (run.recorded && now && !now.work_blob_key && runsLines(now.status) && !this.stopping) await this.deps.parts?.tryWrite({ ...chunk, account_id: now.account_id, served_by: servedByInOutput(now.metadata) }, run.rendered);
+    if (!now || !runsLines(now.status)) return;
+    if (handOver) handOver.offer(chunk.batch_id, chunk.chunk, run.rendered!);
+    else if (run.recorded && !now.work_blob_key) await this.deps.parts?.tryWrite({ ...chunk, account_id: now.account_id, served_by: servedByInOutput(now.metadata) }, run.rendered);
   }
 
   /** Chunks running now (for a stop that says what it waits for). */

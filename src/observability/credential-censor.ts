@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
 
 /** Names of the request headers that carry credentials. */
-const CREDENTIAL_KEYS = new Set(['authorization', 'proxy-authorization', 'cookie']);
+const CREDENTIAL_NAMES = ['authorization', 'proxy-authorization', 'cookie'];
+const CREDENTIAL_KEYS = new Set(CREDENTIAL_NAMES);
 /** A JSON key naming one of them, in any letter case: the only lines worth a closer look. */
-const CREDENTIAL_KEY = /"(?:authorization|proxy-authorization|cookie)":/i;
+const CREDENTIAL_KEY = new RegExp(`"(?:${CREDENTIAL_NAMES.join('|')})":`, 'i');
 /** Such a key with a string value, for a line that is not JSON after all. */
-const CREDENTIAL_STRING = /("(?:authorization|proxy-authorization|cookie)":)"(?:[^"\\]|\\.)*"/gi;
+const CREDENTIAL_STRING = new RegExp(`("(?:${CREDENTIAL_NAMES.join('|')})":)"(?:[^"\\\\]|\\\\.)*"`, 'gi');
 const CENSOR = '[redacted]';
 
 /**
