@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeEngine } from './support/fake-engine.js';
-import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batch-helpers.js';
+import { chatLine, createBatch, reserveJob, waitForStatus, waitUntil } from './support/batch-helpers.js';
 import { TEST_API_KEY, type WholeService, startTestService, tempDir } from './support/service.js';
 
 const JOB = { job_id: 'hooks-job', model: 'tiny-chat', use_case: 'webhooks', sla: '24h', price_1m_tokens: 1 };
@@ -198,6 +198,8 @@ describe('webhooks, delivered as OpenAI sends them', () => {
       service = await startTestService({ dataDir, env: { ...env, ENGINE_BASE_URL: engine.url } });
       const [received] = await receiver.waitFor(1);
       expect(await unwrap(received!, hook.secret)).toMatchObject({ type: 'batch.completed', data: { id: batchId } });
+      // The delivery is recorded once the receiver's answer is back, a moment after it got the request.
+      await waitUntil(async () => (await auditTrail(service.url, hook.id)).at(-1)?.type === 'WebhookDelivered');
       const trail = await auditTrail(service.url, hook.id);
       expect(trail.at(-1)!.type).toBe('WebhookDelivered');
       expect(trail.filter((event) => event.type === 'WebhookDeliveryAttempted').at(0)!.data.status_code).toBeNull();
