@@ -14,11 +14,13 @@ const report = join(work, 'report');
 const probe = join(work, 'probe.mjs');
 writeFileSync(
   probe,
-  `import { writeFileSync } from 'node:fs';
+  `import { renameSync, writeFileSync } from 'node:fs';
 const tell = () => {
   const loaded = process.moduleLoadList;
   const at = loaded.indexOf('NativeModule internal/deps/undici/undici');
-  writeFileSync(${JSON.stringify(report)}, JSON.stringify({ loaded: at >= 0, after: at >= 0 ? loaded.slice(Math.max(0, at - 4), at) : [] }));
+  // Written aside and renamed: the test reads the report as soon as it exists.
+  writeFileSync(${JSON.stringify(`${report}.partial`)}, JSON.stringify({ loaded: at >= 0, after: at >= 0 ? loaded.slice(Math.max(0, at - 4), at) : [] }));
+  renameSync(${JSON.stringify(`${report}.partial`)}, ${JSON.stringify(report)});
 };
 process.on('SIGUSR2', tell);
 if (process.env.PROBE_AT_EXIT) process.once('exit', tell);
