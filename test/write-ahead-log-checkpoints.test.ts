@@ -45,7 +45,7 @@ describe('write-ahead log checkpoints of the files the main loop commits to', ()
         const db = openReadModelStore(file);
         db.exec('CREATE TABLE filler (id TEXT PRIMARY KEY, text TEXT NOT NULL)');
         const insert = db.prepare('INSERT INTO filler (id, text) VALUES (?, ?)');
-        return { file, commit: (bytes) => void db.transaction(() => insert.run(randomUUID(), 'x'.repeat(bytes)))(), close: () => void db.close() };
+        return { file, commit: (bytes) => void db.transaction(() => insert.run(randomUUID(), 'x'.repeat(bytes)))(), close: () => db.close() };
       },
     ],
   ];
