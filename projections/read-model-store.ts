@@ -1,6 +1,5 @@
 import Database from 'better-sqlite3';
 import { preparePrivateDatabaseFile } from '../src/platform/private-files.js';
-import { checkpointEvery } from '../src/platform/write-ahead-log-checkpoints.js';
 
 /**
  * SQLite's page cache, in KiB. better-sqlite3 builds SQLite with 16 MiB per connection, which the
@@ -21,8 +20,6 @@ export function openReadModelStore(path: string): Database.Database {
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 10000');
   db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
-  // Checkpoints run in the projector's commits, on the main loop: less often than SQLite's default.
-  checkpointEvery(db);
   db.exec(`
     CREATE TABLE IF NOT EXISTS projection_checkpoints (
       name     TEXT PRIMARY KEY,

@@ -6,7 +6,6 @@ import { SharedFileCommits } from './shared-file-commits.js';
 import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 import { type EventRow, SqliteStreamAppender } from './sqlite-stream-append.js';
 import { type CommitToFlush, type FileSync, NO_BOUND, WriteAheadLogFlush } from './write-ahead-log-flush.js';
-import { checkpointEvery } from '../platform/write-ahead-log-checkpoints.js';
 import {
   type AppendResult,
   type EventBatchHandler,
@@ -103,8 +102,6 @@ export class SqliteEventStore implements EventStore {
     this.db.pragma(walMode ? 'synchronous = NORMAL' : 'synchronous = FULL');
     this.db.pragma('busy_timeout = 10000');
     this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
-    // Checkpoints run in the group commits, on the main loop: less often than SQLite's default.
-    if (walMode) checkpointEvery(this.db);
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS events (
         position    INTEGER PRIMARY KEY AUTOINCREMENT,
