@@ -4,7 +4,8 @@
 // Names: upload validation overhead replay batch checkpoint swap builtin images scheduler
 // scheduler-kafka prefix batching small-batches history postgres; `batching` (item 11) runs beside the built checkout
 // BENCH_PREVIOUS_BUILD names, when it names one, with the scheduler benchmark (9) on it too
-// (BENCH_BATCHING_PARTS=alone,live,scheduler,batch chooses which); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
+// (BENCH_BATCHING_PARTS=alone,live,scheduler,batch chooses which; BENCH_BATCHING_CASES=embeddings:4 runs part A's
+// cases of that engine and ceiling alone, printed and not stored); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
 // fleet scheduler was wired, shown beside every later run; `render` only rewrites
 // RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say). `small-batches` (12)
 // and `history` (13) run beside BENCH_PREVIOUS_BUILD too: BENCH_SMALL_BATCHES (1000) batches of
@@ -147,7 +148,14 @@ try {
     const parts = process.env.BENCH_BATCHING_PARTS?.split(',') as Array<'alone' | 'live' | 'scheduler' | 'batch'> | undefined;
     const wanted = new Set(parts ?? ['alone', 'live', 'scheduler', 'batch']);
     const batchingParts = (['alone', 'live'] as const).filter((part) => wanted.has(part));
-    if (batchingParts.length > 0) {
+    // BENCH_BATCHING_CASES=embeddings:4 (engine:ceiling times, comma-separated): part A's cases of
+    // those alone, printed with the rounds' figures and not stored (the section's table holds all
+    // eight cases of one run).
+    const onlyCases = process.env.BENCH_BATCHING_CASES?.split(',').filter(Boolean);
+    if (onlyCases && batchingParts.includes('alone')) {
+      const measured = await benchBatchingEngine({ rounds, ...(previous ? { previous } : {}), parts: ['alone'], cases: onlyCases });
+      process.stdout.write(`batching, cases ${onlyCases.join(', ')} alone (not stored): ${JSON.stringify(measured.alone)}\n`);
+    } else if (batchingParts.length > 0) {
       const measured = await benchBatchingEngine({ rounds, ...(previous ? { previous } : {}), parts: batchingParts });
       // A part not run keeps its stored figures (and says so in RESULTS.md by its own date).
       const stored = results.batching;
