@@ -5,7 +5,7 @@
 // scheduler-kafka prefix batching small-batches history postgres; `batching` (item 11) runs beside the built checkout
 // BENCH_PREVIOUS_BUILD names, when it names one, with the scheduler benchmark (9) on it too
 // (BENCH_BATCHING_PARTS=alone,live,scheduler,batch chooses which; BENCH_BATCHING_CASES=embeddings:4 runs part A's
-// cases of that engine and ceiling alone, printed and not stored); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
+// cases of that engine and ceiling alone, printed and not stored, part B not run); BENCH_SCHEDULER_BEFORE=1 stores a scheduler run as the figures from before the
 // fleet scheduler was wired, shown beside every later run; `render` only rewrites
 // RESULTS.md from the figures it holds (after editing bench/FINDINGS.md, say). `small-batches` (12)
 // and `history` (13) run beside BENCH_PREVIOUS_BUILD too: BENCH_SMALL_BATCHES (1000) batches of
@@ -150,8 +150,10 @@ try {
     const batchingParts = (['alone', 'live'] as const).filter((part) => wanted.has(part));
     // BENCH_BATCHING_CASES=embeddings:4 (engine:ceiling times, comma-separated): part A's cases of
     // those alone, printed with the rounds' figures and not stored (the section's table holds all
-    // eight cases of one run).
+    // eight cases of one run); part B is not run then.
     const onlyCases = process.env.BENCH_BATCHING_CASES?.split(',').filter(Boolean);
+    const unknownCase = onlyCases?.find((name) => !['chat:1', 'chat:4', 'embeddings:1', 'embeddings:4'].includes(name));
+    if (unknownCase) throw new Error(`BENCH_BATCHING_CASES: no case ${unknownCase} (chat:1, chat:4, embeddings:1, embeddings:4)`);
     if (onlyCases && batchingParts.includes('alone')) {
       const measured = await benchBatchingEngine({ rounds, ...(previous ? { previous } : {}), parts: ['alone'], cases: onlyCases });
       process.stdout.write(`batching, cases ${onlyCases.join(', ')} alone (not stored): ${JSON.stringify(measured.alone)}\n`);
