@@ -100,6 +100,11 @@ export interface BatchingEngineResult {
   livePreviousCommit?: string;
 }
 
+/** Part A's engines and ceilings (times the engine's maximum batch): a case is named `engine:times`, e.g. `embeddings:4`. */
+const ALONE_KINDS = ['chat', 'embeddings'] as const;
+const ALONE_CEILING_TIMES = [1, 4] as const;
+const ALONE_CASES: readonly string[] = ALONE_KINDS.flatMap((kind) => ALONE_CEILING_TIMES.map((times) => `${kind}:${times}`));
+
 /** Item 11, A and B. `previous`: the root of a built checkout of the previous release. */
 export async function benchBatchingEngine(options: {
   rounds: number;
@@ -108,6 +113,8 @@ export async function benchBatchingEngine(options: {
   /** Of part A, only these engines and ceilings (e.g. `embeddings:4`, the engine's maximum times four): more rounds of one case, for a figure that sits at its target. */
   cases?: readonly string[];
 }): Promise<BatchingEngineResult> {
+  const unknownCase = options.cases?.find((name) => !ALONE_CASES.includes(name));
+  if (unknownCase) throw new Error(`no case ${unknownCase} in section 11 (${ALONE_CASES.join(', ')})`);
   const started = Date.now();
   const builds: Build[] = options.previous ? ['this', 'previous'] : ['this'];
   const buildRoot = (build: Build) => (build === 'previous' ? options.previous : undefined);
@@ -117,11 +124,11 @@ export async function benchBatchingEngine(options: {
     const sweeps: AloneSweep[] = [];
     const alone: AloneCase[] = [];
     if (parts.has('alone')) {
-      for (const kind of ['chat', 'embeddings'] as const) {
+      for (const kind of ALONE_KINDS) {
         const { maxNumSeqs, lines, endpoint } = ENGINES[kind];
         const input = join(work, `${kind}.jsonl`);
         await writeInput(input, kind, lines);
-        for (const ceilingTimes of [1, 4] as const) {
+        for (const ceilingTimes of ALONE_CEILING_TIMES) {
           if (options.cases && !options.cases.includes(`${kind}:${ceilingTimes}`)) continue;
           const ceiling = ceilingTimes * maxNumSeqs;
           const points = new Map<number, number[]>();
