@@ -214,6 +214,8 @@ export interface BatchBenchResult {
   cpuMsPerThousand?: { baseline: number; spool?: number };
   /** On Kafka: the chunks each inference processor ran in the last round. */
   kafka?: { chunksPerInferenceProcessor: number[] };
+  /** Beside a previous build (BENCH_PREVIOUS_BUILD): this build's rounds against its, pair by pair. */
+  paired?: PairedRounds;
 }
 
 /**
@@ -311,7 +313,7 @@ export async function benchBatch(options: {
         spool.push(run);
         ratios.push(bare / run.seconds);
         process.stdout.write(
-          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}\n`,
+          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}${run.cpuSeconds === undefined ? '' : `, CPU per 1,000: bare ${((baselineCpu.at(-1)! * 1e6) / options.lines).toFixed(0)} ms, spool ${((run.cpuSeconds * 1e6) / options.lines).toFixed(0)} ms`}\n`,
         );
         if (round === options.rounds - 1 && options.keepLog) await options.keepLog(dataDir);
         rmSync(dataDir, { recursive: true, force: true });
@@ -345,6 +347,65 @@ export async function benchBatch(options: {
     await postgres?.stop();
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * This build's rounds against the previous build's, pair by pair (the two rounds run one after
+ * the other): on a shared machine a round's figures move by ±15% with the minute, more than most
+ * changes, while the two rounds of a pair share their minute. Each figure: the mean of the pairs'
+ * changes in percent (this build's against the previous one's; negative is less), the half-width
+ * of its 95% interval (Student's t: with three pairs the interval is 4.3 standard errors wide each
+ * way, and two builds of the same service code read 8% ± 2.6 apart), and the pairs in which this
+ * build did better.
+ */
+export interface PairedRounds {
+  readonly pairs: number;
+  readonly linesPerSecond: PairedChange;
+  /** Embedded only: Spool's CPU per 1,000 lines. */
+  readonly cpuPerLine?: PairedChange;
+}
+
+export interface PairedChange {
+  readonly meanPercent: number;
+  /** The mean's 95% interval is meanPercent ± this (NaN with one pair, null once stored). */
+  readonly interval95Percent: number;
+  /** Pairs in which this build did better (more lines per second, less CPU a line). */
+  readonly better: number;
+}
+
+/** Student's t at 97.5% for 1 to 30 degrees of freedom; 1.96 beyond. */
+const T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131, 2.12, 2.11, 2.101, 2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06, 2.056, 2.052, 2.048, 2.045, 2.042];
+
+/** The pairs' changes of one figure; `better` says which way is better. */
+function pairedChange(current: readonly number[], previous: readonly number[], better: 'higher' | 'lower'): PairedChange {
+  const changes = current.map((value, index) => 100 * (value / previous[index]! - 1));
+  const mean = changes.reduce((sum, change) => sum + change, 0) / changes.length;
+  const variance = changes.length > 1 ? changes.reduce((sum, change) => sum + (change - mean) ** 2, 0) / (changes.length - 1) : NaN;
+  const freedom = changes.length - 1;
+  return {
+    meanPercent: mean,
+    interval95Percent: freedom >= 1 ? (T_975[freedom - 1] ?? 1.96) * Math.sqrt(variance / changes.length) : NaN,
+    better: changes.filter((change) => (better === 'higher' ? change > 0 : change < 0)).length,
+  };
+}
+
+/** Pairs round i of `current` with round i of `previous` (each a run of one round). */
+export function pairedRounds(current: readonly BatchBenchResult[], previous: readonly BatchBenchResult[]): PairedRounds {
+  const pairs = Math.min(current.length, previous.length);
+  const [these, those] = [current.slice(0, pairs), previous.slice(0, pairs)];
+  const cpu = (runs: readonly BatchBenchResult[]) => runs.map((run) => run.cpuMsPerThousand?.spool);
+  const [thisCpu, thatCpu] = [cpu(these), cpu(those)];
+  return {
+    pairs,
+    linesPerSecond: pairedChange(
+      these.map((run) => run.spoolLinesPerSecond),
+      those.map((run) => run.spoolLinesPerSecond),
+      'higher',
+    ),
+    ...(thisCpu.every((value) => value !== undefined) && thatCpu.every((value) => value !== undefined)
+      ? { cpuPerLine: pairedChange(thisCpu as number[], thatCpu as number[], 'lower') }
+      : {}),
+  };
 }
 
 /**

@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../src/platform/package-root.js';
 import { batchingEngineSections } from './batching-engine-results.js';
+import type { BatchBenchResult, PairedChange } from './batch.js';
 import type { PrefixResult } from './prefix.js';
 import { CAPPED_HEAP_MIB, type Results, type Stored, resultsPath } from './results-store.js';
 import { schedulerSections } from './scheduler-results.js';
@@ -109,6 +110,7 @@ export function writeResults(results: Results): void {
               )
           : []),
         '',
+        ...pairedSentence([small, large]),
       ].join('\n'),
       data('overhead', results.overhead),
     ]);
@@ -368,4 +370,27 @@ export function writeResults(results: Results): void {
     '',
   ];
   writeFileSync(resultsPath, document.join('\n'));
+}
+
+/**
+ * Where a benchmark ran beside a previous build: each batch size's pairs of rounds (this build's
+ * and the previous one's, run one after the other), as the mean change and its 95% interval.
+ */
+function pairedSentence(rows: ReadonlyArray<BatchBenchResult>): string[] {
+  const sign = (value: number) => `${value >= 0 ? '+' : '−'}${Math.abs(value).toFixed(1)}%`;
+  const change = (name: string, figure: PairedChange, pairs: number) =>
+    // One pair has no interval (stored as null).
+    `${name} ${sign(figure.meanPercent)}${Number.isFinite(figure.interval95Percent) ? ` ± ${figure.interval95Percent.toFixed(1)}%` : ''} (better in ${figure.better} of ${pairs})`;
+  const parts = rows.flatMap((row) =>
+    row.paired
+      ? [
+          `${row.lines.toLocaleString('en')} lines: ${[row.paired.cpuPerLine && change('CPU per line', row.paired.cpuPerLine, row.paired.pairs), change('lines/s', row.paired.linesPerSecond, row.paired.pairs)].filter(Boolean).join(', ')}`,
+        ]
+      : [],
+  );
+  if (parts.length === 0) return [];
+  return [
+    `**Round by round beside the previous build** (each pair of rounds run one after the other; this build's change against the previous one's: the mean of the pairs ± the half-width of its 95% interval): ${parts.join('; ')}. Where the interval holds zero, the difference is the machine's spread, not the change.`,
+    '',
+  ];
 }

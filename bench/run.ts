@@ -30,7 +30,7 @@
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BatchBenchResult, benchBatch, medianOfRounds } from './batch.js';
+import { type BatchBenchResult, benchBatch, medianOfRounds, pairedRounds } from './batch.js';
 import { benchBatchingEngine } from './batching-engine.js';
 import { benchPostgresStore } from './postgres-store.js';
 import { benchBuiltinEngine } from './builtin-engine.js';
@@ -105,7 +105,7 @@ async function besidePreviousBuild(shape: Parameters<typeof benchBatch>[0]): Pro
     const order = round % 2 === 0 ? ([current, before] as const) : ([before, current] as const);
     for (const results of order) results.push(await benchBatch(results === before ? { ...previousShape, rounds: 1, build: previous } : { ...shape, rounds: 1 }));
   }
-  return { ...medianOfRounds(current), previous: { build: previousCommit(previous), ...medianOfRounds(before) } };
+  return { ...medianOfRounds(current), paired: pairedRounds(current, before), previous: { build: previousCommit(previous), ...medianOfRounds(before) } };
 }
 
 try {
