@@ -86,7 +86,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   try {
     const tracing = await openTracing(config, roles, lifecycle, logger);
     const adapters = await openAdapters({ config, logger, lifecycle, eventStore: options.eventStore, metrics });
-    const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics });
+    const parts = new ProcessParts({ config, clock, logger, adapters, lifecycle, fleet: options.fleet, metrics, servesApi: roles.has('api') });
     const workers = await wireWorkers(roles, { config, clock, logger, adapters, parts, lifecycle, metrics, tracing });
     const exposure = openApiExposure(config, roles);
     const readiness = readinessReport({ roles, logger, adapters, parts, workers, storage: adapters.storage, ...(exposure ? { warnings: [exposure] } : {}) });

@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -213,6 +214,35 @@ describe('scaled out over Kafka: API, relay and processors as separate processes
     }
     expect(seen.find((event) => event.batch_id === cancelled.id && event.event_type === 'BatchCancelRequested')?.status).toBe('cancelling');
   }, 180_000);
+
+  it("only the API process keeps the history index: a processor's read models hold the rest, and replay finds them identical", async () => {
+    const readModels = (name: string) => new Database(join(root, name, 'read-models.sqlite'), { readonly: true, fileMustExist: true });
+    const kept = (name: string) => {
+      const db = readModels(name);
+      try {
+        const checkpoints = db.prepare<[], { name: string }>('SELECT name FROM projection_checkpoints ORDER BY name').all().map((row) => row.name);
+        const history = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").get() ? (db.prepare('SELECT count(*) AS n FROM history').get() as { n: number }).n : undefined;
+        const batches = (db.prepare('SELECT count(*) AS n FROM batches').get() as { n: number }).n;
+        return { checkpoints, history, batches };
+      } finally {
+        db.close();
+      }
+    };
+    const api = kept('api');
+    expect(api.checkpoints).toContain('history');
+    expect(api.history).toBeGreaterThan(900);
+    for (const name of ['validator', 'inference-2', 'finalizer']) {
+      const processor = kept(name);
+      expect(processor.checkpoints, name).toEqual(api.checkpoints.filter((projection) => projection !== 'history'));
+      expect(processor.history, name).toBeUndefined();
+      expect(processor.batches, name).toBe(batches.length);
+    }
+    const replayed = await runSpool(['replay'], { DATA_DIR: join(root, 'inference-2'), EVENTSTORE_URL: env.EVENTSTORE_URL, LOG_LEVEL: 'silent' });
+    expect(replayed.code, replayed.stderr).toBe(0);
+    const report = JSON.parse(replayed.stdout) as { identical: boolean; tables: Record<string, number> };
+    expect(report.identical).toBe(true);
+    expect(report.tables.history ?? 0).toBe(0);
+  }, 120_000);
 
   it('spool replay rebuilds the API process read models identically from the shared log', async () => {
     const replayed = await runSpool(['replay'], { DATA_DIR: apiDataDir, EVENTSTORE_URL: env.EVENTSTORE_URL, LOG_LEVEL: 'silent' });

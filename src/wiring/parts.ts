@@ -4,7 +4,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { Logger } from 'pino';
 import { ServedWeights } from '../../processors/weights/served-weights.js';
 import { AccountsQueries } from '../../projections/accounts-projection.js';
-import { ALL_PROJECTIONS } from '../../projections/all-projections.js';
+import { projectionsFor } from '../../projections/all-projections.js';
 import { OwnedObjects } from '../../projections/owned-objects.js';
 import { BatchesQueries } from '../../projections/batches-projection.js';
 import { FilesQueries } from '../../projections/files-projection.js';
@@ -46,6 +46,7 @@ export interface ApplicationParts {
   readonly batchesQueries: BatchesQueries;
   readonly jobsQueries: JobsQueries;
   readonly weightsQueries: WeightsQueries;
+  /** The audit trail's index and its feed: kept only in a process that serves the API (projectionsFor). */
   readonly history: HistoryQueries;
   readonly historyFeed: HistoryFeed;
   readonly changeFeed: ChangeFeed;
@@ -80,6 +81,8 @@ export interface PartsContext {
   /** A fleet to use instead of the configured one (embedding, tests). */
   readonly fleet?: Fleet | undefined;
   readonly metrics: Metrics;
+  /** Whether the process serves the API: only then does it keep the history index (projectionsFor). */
+  readonly servesApi: boolean;
 }
 
 /**
@@ -109,11 +112,11 @@ export class ProcessParts {
   }
 }
 
-function wireApplication({ config, clock, logger, adapters, lifecycle, metrics }: PartsContext): ApplicationParts {
+function wireApplication({ config, clock, logger, adapters, lifecycle, metrics, servesApi }: PartsContext): ApplicationParts {
   const { eventStore, blobStore } = adapters;
   const readModels = inDataDir(config.dataDir, () => openReadModelStore(join(config.dataDir, 'read-models.sqlite')));
   lifecycle.opened('the read models', () => readModels.close());
-  const projector = new Projector(eventStore, readModels, ALL_PROJECTIONS, logger.child({ component: 'projector' }), adapters.storage);
+  const projector = new Projector(eventStore, readModels, projectionsFor(servesApi), logger.child({ component: 'projector' }), adapters.storage);
   lifecycle.opened('the projector', () => projector.stop());
   const jobs = new JobRegistry({ eventStore, projector, clock, log: logger });
   const history = new HistoryQueries(readModels, eventStore);
