@@ -123,7 +123,7 @@ export interface SpoolBatchRun {
   /** Seconds per phase, from the client's clock (upload, download) and the log's timestamps. */
   phases: { upload: number; validate: number; run: number; finalize: number; download: number };
   peakRssMiB: number;
-  /** Spool's CPU (user + system, every thread of its process) from the upload's start to the download's end, s. */
+  /** Spool's CPU (user + system, every thread; on Kafka every process's) from the upload's start to the download's end, s. */
   cpuSeconds?: number;
 }
 
@@ -208,7 +208,7 @@ export interface BatchBenchResult {
   spoolInFlight: number;
   events: number;
   /**
-   * CPU per 1,000 lines, ms (medians): Spool's process over the batch (embedded only), and the bare
+   * CPU per 1,000 lines, ms (medians): Spool's process over the batch (on Kafka, all of its processes), and the bare
    * loop's own process over its requests, the cost a client of the engine cannot avoid.
    */
   cpuMsPerThousand?: { baseline: number; spool?: number };
@@ -287,7 +287,11 @@ export async function benchBatch(options: {
                   ).then((values) => gauges.push(values.join(' ')), () => undefined);
                 }, 250)
               : undefined;
+            const cpuBefore = deployment.cpuSeconds();
             client = await runSpoolBatch(deployment.url, input, options.lines);
+            // Every process's CPU over the batch (the relay's and the API's included), as on the embedded default.
+            const cpuAfter = deployment.cpuSeconds();
+            client = { ...client, cpuSeconds: Object.keys(cpuAfter).reduce((sum, name) => sum + cpuAfter[name]! - (cpuBefore[name] ?? 0), 0) };
             if (sampling) {
               clearInterval(sampling);
               process.stdout.write(`gauges per 250 ms (limit/in flight/batch concurrency/queued, inference-1 inference-2):\n${gauges.join('\n')}\n`);
@@ -354,14 +358,14 @@ export async function benchBatch(options: {
  * the other): on a shared machine a round's figures move by ±15% with the minute, more than most
  * changes, while the two rounds of a pair share their minute. Each figure: the mean of the pairs'
  * changes in percent (this build's against the previous one's; negative is less), the half-width
- * of its 95% interval (Student's t: with three pairs the interval is 4.3 standard errors wide each
- * way, and two builds of the same service code read 8% ± 2.6 apart), and the pairs in which this
- * build did better.
+ * of its 95% interval (Student's t: with three pairs it reaches 4.3 standard errors each way, and
+ * in three pairs two builds of the same service code read 8% apart with a standard error of 2.6),
+ * and the pairs in which this build did better.
  */
 export interface PairedRounds {
   readonly pairs: number;
   readonly linesPerSecond: PairedChange;
-  /** Embedded only: Spool's CPU per 1,000 lines. */
+  /** Spool's CPU per 1,000 lines (on Kafka, every process's). */
   readonly cpuPerLine?: PairedChange;
 }
 

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { type KafkaBroker, startKafkaBroker } from '../test/support/kafka-broker.js';
-import { peakRssMiB } from './measurements.js';
+import { cpuSeconds, peakRssMiB } from './measurements.js';
 import { stop, waitForReady } from '../test/support/processes.js';
 import { BENCH_API_KEY, spoolNodeArgs, startSpoolCommand } from './spool.js';
 
@@ -23,6 +23,8 @@ export interface KafkaDeployment {
   inferenceHandled(): Promise<number[]>;
   /** Peak RSS of every process, MiB. */
   peakRss(): Record<string, number>;
+  /** CPU time every process has used so far (user + system, every thread), seconds, by role name. */
+  cpuSeconds(): Record<string, number>;
   stop(): Promise<void>;
 }
 
@@ -71,6 +73,7 @@ export async function startKafkaDeployment(dataDir: string, env: Record<string, 
     urls: Object.fromEntries([...children].map(([name, { url }]) => [name, url])),
     inferenceHandled: async () => Promise.all(['inference-1', 'inference-2'].map(async (name) => (await ready(name)).processors?.inference?.handled ?? 0)),
     peakRss: () => Object.fromEntries([...children].map(([name, { child }]) => [name, peakRssMiB(child.pid!)])),
+    cpuSeconds: () => Object.fromEntries([...children].map(([name, { child }]) => [name, cpuSeconds(child.pid!)])),
     stop: stopAll,
   };
 }

@@ -66,6 +66,11 @@ export function writeResults(results: Results): void {
       '',
       `Where spool's time goes (seconds): upload ${fixed(k.phases.upload, 2)}, validation ${fixed(k.phases.validate, 2)}, running the lines ${fixed(k.phases.run, 2)}, finalizing ${fixed(k.phases.finalize, 2)}, download ${fixed(k.phases.download, 2)}.`,
       '',
+      // Runs stored before 2026-12-01 measured no CPU on Kafka.
+      k.cpuMsPerThousand?.spool !== undefined &&
+        `CPU per 1,000 lines, all six Spool processes (the API, the relay and the four processors; user + system, from the upload's start to the download's end): ${fixed(k.cpuMsPerThousand.spool, 0)} ms${k.previous?.cpuMsPerThousand?.spool !== undefined ? `; the previous build's ${fixed(k.previous.cpuMsPerThousand.spool, 0)} ms` : ''}; the bare loop's ${fixed(k.cpuMsPerThousand.baseline, 0)} ms per 1,000 requests.`,
+      k.cpuMsPerThousand?.spool !== undefined && '',
+      ...pairedSentence([k]),
       data('kafka', results.kafka),
     ]);
   }
