@@ -13,8 +13,8 @@ export const ALL_PROJECTIONS: readonly Projection[] = [accountsProjection, files
 /**
  * The read models a process keeps: all of them where it serves the API; without the history index
  * where it does not. The index (a row and two index entries per event, every line outcome among
- * them) serves only the API's audit trail, and a processor or the relay on Kafka would otherwise
- * write one for every event of the log beside the API process's own. A process started later on
+ * them) serves only the API's audit trail, and each processor on Kafka would otherwise write one
+ * for every event of the log beside the API process's own (the relay keeps no read models). A process started later on
  * the same data directory with the API builds the index from the log's start, as any new read
  * model does (Projector).
  */
