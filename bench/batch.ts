@@ -291,7 +291,9 @@ export async function benchBatch(options: {
             client = await runSpoolBatch(deployment.url, input, options.lines);
             // Every process's CPU over the batch (the relay's and the API's included), as on the embedded default.
             const cpuAfter = deployment.cpuSeconds();
-            client = { ...client, cpuSeconds: Object.keys(cpuAfter).reduce((sum, name) => sum + cpuAfter[name]! - (cpuBefore[name] ?? 0), 0) };
+            const byProcess = Object.keys(cpuAfter).map((name) => [name, cpuAfter[name]! - (cpuBefore[name] ?? 0)] as const);
+            client = { ...client, cpuSeconds: byProcess.reduce((sum, [, seconds]) => sum + seconds, 0) };
+            process.stdout.write(`CPU per 1,000 lines by process: ${byProcess.map(([name, seconds]) => `${name} ${((seconds * 1e6) / options.lines).toFixed(0)} ms`).join(', ')}\n`);
             if (sampling) {
               clearInterval(sampling);
               process.stdout.write(`gauges per 250 ms (limit/in flight/batch concurrency/queued, inference-1 inference-2):\n${gauges.join('\n')}\n`);
