@@ -256,6 +256,8 @@ export async function benchBatch(options: {
     const spool: SpoolBatchRun[] = [];
     const ratios: number[] = [];
     const baselineCpu: number[] = [];
+    /** CPU seconds over the batch as ms per 1,000 lines. */
+    const perThousandLines = (seconds: number) => (seconds * 1e6) / options.lines;
     const inFlight: Array<{ baseline: number; spool: number }> = [];
     let events = 0;
     for (let round = 0; round < options.rounds; round++) {
@@ -293,7 +295,7 @@ export async function benchBatch(options: {
             const cpuAfter = deployment.cpuSeconds();
             const byProcess = Object.keys(cpuAfter).map((name) => [name, cpuAfter[name]! - (cpuBefore[name] ?? 0)] as const);
             client = { ...client, cpuSeconds: byProcess.reduce((sum, [, seconds]) => sum + seconds, 0) };
-            process.stdout.write(`CPU per 1,000 lines by process: ${byProcess.map(([name, seconds]) => `${name} ${((seconds * 1e6) / options.lines).toFixed(0)} ms`).join(', ')}\n`);
+            process.stdout.write(`CPU per 1,000 lines by process: ${byProcess.map(([name, seconds]) => `${name} ${perThousandLines(seconds).toFixed(0)} ms`).join(', ')}\n`);
             if (sampling) {
               clearInterval(sampling);
               process.stdout.write(`gauges per 250 ms (limit/in flight/batch concurrency/queued, inference-1 inference-2):\n${gauges.join('\n')}\n`);
@@ -319,7 +321,7 @@ export async function benchBatch(options: {
         spool.push(run);
         ratios.push(bare / run.seconds);
         process.stdout.write(
-          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}${run.cpuSeconds === undefined ? '' : `, CPU per 1,000: bare ${((baselineCpu.at(-1)! * 1e6) / options.lines).toFixed(0)} ms, spool ${((run.cpuSeconds * 1e6) / options.lines).toFixed(0)} ms`}\n`,
+          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}${run.cpuSeconds === undefined ? '' : `, CPU per 1,000: bare ${perThousandLines(baselineCpu.at(-1)!).toFixed(0)} ms, spool ${perThousandLines(run.cpuSeconds).toFixed(0)} ms`}\n`,
         );
         if (round === options.rounds - 1 && options.keepLog) await options.keepLog(dataDir);
         rmSync(dataDir, { recursive: true, force: true });
@@ -343,8 +345,8 @@ export async function benchBatch(options: {
       spoolInFlight: median(inFlight.map((entry) => entry.spool)),
       events,
       cpuMsPerThousand: {
-        baseline: (median(baselineCpu) * 1e6) / options.lines,
-        ...(spool.every((run) => run.cpuSeconds !== undefined) ? { spool: (median(spool.map((run) => run.cpuSeconds!)) * 1e6) / options.lines } : {}),
+        baseline: perThousandLines(median(baselineCpu)),
+        ...(spool.every((run) => run.cpuSeconds !== undefined) ? { spool: perThousandLines(median(spool.map((run) => run.cpuSeconds!))) } : {}),
       },
       ...(broker ? { kafka: { chunksPerInferenceProcessor: spread } } : {}),
     };
