@@ -34,6 +34,8 @@ interface Waiter {
  */
 export class Projector {
   private readonly checkpoints = new Map<string, Position | undefined>();
+  /** Each read model's checkpoint as this process last wrote it to the file. */
+  private readonly savedText = new Map<string, string>();
   private subscription: Subscription | undefined;
   private waiters: Waiter[] = [];
   private position: Position | undefined;
@@ -100,6 +102,7 @@ export class Projector {
         if (stored && stored.version === projection.version) {
           projection.create(this.db);
           this.checkpoints.set(projection.name, stored.position === null ? undefined : positionFromString(stored.position));
+          if (stored.position !== null) this.savedText.set(projection.name, stored.position);
           continue;
         }
         if (stored) this.log.info({ projection: projection.name, from: stored.version, to: projection.version }, 'rebuilding read model');
@@ -107,6 +110,7 @@ export class Projector {
         projection.create(this.db);
         upsert.run(projection.name, projection.version);
         this.checkpoints.set(projection.name, undefined);
+        this.savedText.delete(projection.name);
       }
     })();
   }
@@ -114,18 +118,39 @@ export class Projector {
   private async applyBatch(events: readonly RecordedEvent[]): Promise<void> {
     const last = events[events.length - 1];
     if (!last) return;
+    const held = statement(this.db, 'SELECT name, position FROM projection_checkpoints');
     const save = statement(this.db, 'UPDATE projection_checkpoints SET position = ? WHERE name = ?');
-    await this.whenThereIsRoom(this.db.transaction(() => {
+    const lastText = positionToString(last.position);
+    const reached = new Map<string, Position>();
+    const apply = this.db.transaction(() => {
+      // What the file holds decides which events a read model still needs, not what this process
+      // applied: processes on one host may share a data directory, and with it this file, each
+      // projecting the whole log; another may have applied some or all of the page already.
+      const stored = new Map((held.all() as Array<{ name: string; position: string | null }>).map((row) => [row.name, row.position]));
+      reached.clear();
       // Read models are apart from each other: each takes the page's events it has not seen, in order.
       for (const projection of this.projections) {
-        const checkpoint = this.checkpoints.get(projection.name);
+        const text = stored.get(projection.name) ?? null;
+        // Mostly the file holds what this process saved last: that position is not parsed again.
+        const checkpoint = text === null ? undefined : text === this.savedText.get(projection.name) ? this.checkpoints.get(projection.name) : positionFromString(text);
+        if (checkpoint !== undefined && comparePositions(last.position, checkpoint) <= 0) {
+          reached.set(projection.name, checkpoint);
+          continue;
+        }
         // Mostly the whole page is new to every read model: no copy is made then.
         const seen = checkpoint !== undefined && comparePositions(events[0]!.position, checkpoint) <= 0;
         applyEvents(projection, this.db, seen ? events.filter((event) => comparePositions(event.position, checkpoint) > 0) : events);
+        save.run(lastText, projection.name);
+        reached.set(projection.name, last.position);
       }
-      for (const projection of this.projections) save.run(positionToString(last.position), projection.name);
-    }));
-    for (const projection of this.projections) this.checkpoints.set(projection.name, last.position);
+    });
+    // Immediate: the write lock is taken before the checkpoints are read, so no other process
+    // applies the same events between that read and this transaction's writes.
+    await this.whenThereIsRoom(() => apply.immediate());
+    for (const [name, position] of reached) {
+      this.checkpoints.set(name, position);
+      if (position === last.position) this.savedText.set(name, lastText);
+    }
     this.eventsApplied += events.length;
     for (const event of events) {
       const kind = streamKind(event.streamName);

@@ -4,7 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { EventSchemas, SchemaCheckedEventStore } from '../src/event-store/event-schemas.js';
 import type { EventBatchHandler, EventStore } from '../src/event-store/event-store.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
-import { dumpReadModels } from '../projections/read-model-store.js';
+import { dumpReadModels, openReadModelStore } from '../projections/read-model-store.js';
+import { Projector } from '../projections/projector.js';
+import { ALL_PROJECTIONS } from '../projections/all-projections.js';
 import { ManualClock, startTestService, tempDir, uploadFile, waitUntilReady } from './support/service.js';
 
 const removeReadModels = (dataDir: string) => {
@@ -94,6 +96,43 @@ describe('projections', () => {
     await service.close();
   });
 });
+
+describe('two processes on one read-model file', () => {
+  // README allows processes on one host to share a DATA_DIR, and with it read-models.sqlite: each
+  // process projects the whole log into it. Each Projector here has its own store handle and its
+  // own connection to the file, as two processes would.
+  it('apply every event once, whichever of them gets to it first', async () => {
+    const dataDir = tempDir('shared-read-models');
+    const service = await startTestService({ dataDir });
+    for (let index = 0; index < 40; index++) await uploadFile(service.url, { purpose: 'batch', content: `line ${index}\n` });
+    await service.close();
+    const alone = projectInto(join(tempDir('alone'), 'read-models.sqlite'), [dataDir]);
+    const expected = dumpReadModels((await alone)[0]!);
+
+    const shared = join(tempDir('shared'), 'read-models.sqlite');
+    const [first, second] = await projectInto(shared, [dataDir, dataDir]);
+    expect(dumpReadModels(first!).history).toHaveLength(expected.history!.length);
+    expect(dumpReadModels(first!)).toEqual(expected);
+    expect(dumpReadModels(second!)).toEqual(expected);
+  });
+});
+
+/** Starts one Projector per data directory given, all into the read-model file at `path`, and waits for all to catch up; returns their connections. */
+async function projectInto(path: string, dataDirs: readonly string[]) {
+  const quiet = { info: () => undefined, error: () => undefined };
+  const running = dataDirs.map((dataDir) => {
+    const db = openReadModelStore(path);
+    const store = new SqliteEventStore(join(dataDir, 'events.sqlite'));
+    return { db, store, projector: new Projector(store, db, ALL_PROJECTIONS, quiet) };
+  });
+  await Promise.all(running.map(({ projector }) => projector.start()));
+  await Promise.all(running.map(({ projector }) => projector.whenCaughtUp()));
+  for (const { projector, store } of running) {
+    await projector.stop();
+    await store.close();
+  }
+  return running.map(({ db }) => db);
+}
 
 describe('file expiry', () => {
   it('hides a file the moment it expires, then the sweeper records FileExpired and removes its content', async () => {
