@@ -88,11 +88,7 @@ export class FilesQueries {
   constructor(private readonly db: Database.Database) {}
 
   get(fileId: string, now: number): FileRow | undefined {
-    return this.db
-      .prepare<[string, number], FileRow>(
-        `SELECT ${COLUMNS} FROM files WHERE id = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)`,
-      )
-      .get(fileId, now);
+    return statement(this.db, `SELECT ${COLUMNS} FROM files WHERE id = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)`).get(fileId, now) as FileRow | undefined;
   }
 
   /** `owner`: only that account's files (a string), or every file (undefined); a cursor outside them is unknown. */
@@ -122,12 +118,15 @@ export class FilesQueries {
 
   /** The account that owns the file whatever its status (null: none, accounts were off); undefined if no such file was uploaded. */
   ownerOf(fileId: string): string | null | undefined {
-    return this.db.prepare<[string], { account_id: string | null }>('SELECT account_id FROM files WHERE id = ?').get(fileId)?.account_id;
+    return (statement(this.db, 'SELECT account_id FROM files WHERE id = ?').get(fileId) as { account_id: string | null } | undefined)?.account_id;
   }
 
-  /** The file's status whether deleted or expired or not; undefined if no such file was uploaded. */
+  /**
+   * The file's status whether deleted or expired or not; undefined if no such file was uploaded.
+   * Its statement is prepared once: the debris sweep asks it of every blob in the store.
+   */
   statusOf(fileId: string): 'active' | 'deleted' | 'expired' | undefined {
-    return this.db.prepare<[string], { status: 'active' | 'deleted' | 'expired' }>('SELECT status FROM files WHERE id = ?').get(fileId)?.status;
+    return (statement(this.db, 'SELECT status FROM files WHERE id = ?').get(fileId) as { status: 'active' | 'deleted' | 'expired' } | undefined)?.status;
   }
 
   /** Active files whose expires_at has passed, oldest expiry first. */

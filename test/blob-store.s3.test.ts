@@ -30,6 +30,6 @@ describe('blob store: S3 only', () => {
     expect(await listKeys(mine, 'files/')).toEqual(['files/one']);
     expect(await listKeys(theirs, 'files/')).toEqual([]);
     expect(await theirs.head('files/one')).toBeUndefined();
-    expect(await mine.head('files/one')).toEqual({ size: 3 });
+    expect(await mine.head('files/one')).toEqual({ size: 3, modifiedAt: expect.any(Date) });
   });
 });

@@ -153,7 +153,7 @@ describe('file expiry', () => {
     const expired = (await service.eventStore.readAll({ maxCount: 100 })).filter((event) => event.type === 'FileExpired');
     expect(expired.map((event) => event.data)).toEqual([{ file_id: shortLived.id, expired_at: clock.seconds }]);
     expect(await service.blobStore.head(`files/${shortLived.id}`)).toBeUndefined();
-    expect(await service.blobStore.head(`files/${batch.id}`)).toEqual({ size: 4 });
+    expect(await service.blobStore.head(`files/${batch.id}`)).toMatchObject({ size: 4 });
 
     clock.advance(30 * 86400);
     expect(await service.sweeper.sweepOnce()).toBe(1);

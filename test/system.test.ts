@@ -192,7 +192,7 @@ describe('the service on S3 for blobs', () => {
     const service = await startTestService({ env: s3Env(`service-${Date.now()}`) });
     const file = (await (await uploadFile(service.url, { purpose: 'batch', content: 'on s3\n' })).json()) as { id: string };
     expect(service.blobStore.description).toMatch(/^s3:\/\//);
-    expect(await service.blobStore.head(`files/${file.id}`)).toEqual({ size: 6 });
+    expect(await service.blobStore.head(`files/${file.id}`)).toMatchObject({ size: 6 });
     expect(await (await fetch(`${service.url}/v1/files/${file.id}/content`)).text()).toBe('on s3\n');
     await fetch(`${service.url}/v1/files/${file.id}`, { method: 'DELETE' });
     expect(await service.blobStore.head(`files/${file.id}`)).toBeUndefined();

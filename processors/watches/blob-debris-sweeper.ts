@@ -51,14 +51,19 @@ export class BlobDebrisSweeper {
     }
     let orphans = 0;
     let leftovers = 0;
-    for await (const entry of this.deps.blobStore.entries('')) {
-      if (entry.modifiedAt >= before) continue;
-      const standing = await this.deps.references.standingOf(entry.key);
+    // What the log says of a blob first, its age only then: almost every blob is content that
+    // stays, and on local disk each age is a stat. Asked for every blob, the ages made a sweep of
+    // 100,000 blobs cost 4.6 s of CPU, every interval, more with every file a service ever kept
+    // (bench/FINDINGS.md, 2026-12-01).
+    for await (const key of this.deps.blobStore.list('')) {
+      const standing = await this.deps.references.standingOf(key);
       if (standing !== 'unrecorded' && standing !== 'removed') continue;
-      await this.deps.blobStore.delete(entry.key);
+      const modifiedAt = (await this.deps.blobStore.head(key))?.modifiedAt;
+      if (modifiedAt === undefined || modifiedAt >= before) continue;
+      await this.deps.blobStore.delete(key);
       if (standing === 'unrecorded') orphans += 1;
       else leftovers += 1;
-      this.deps.log.info({ key: entry.key, standing, modified_at: entry.modifiedAt.toISOString() }, 'blob debris removed');
+      this.deps.log.info({ key, standing, modified_at: modifiedAt.toISOString() }, 'blob debris removed');
     }
     if (abandonedWrites > 0) this.deps.log.info({ abandoned_writes: abandonedWrites }, 'abandoned partial writes removed');
     return { abandonedWrites, orphans, leftovers };

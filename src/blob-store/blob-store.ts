@@ -13,11 +13,11 @@ export interface BlobStore {
   put(key: string, body: AsyncIterable<Uint8Array>): Promise<void>;
   /** The object's bytes, or a byte range of them (end inclusive); BlobNotFoundError if absent. */
   get(key: string, range?: { start: number; end: number }): Promise<Readable>;
-  /** The object's size, or undefined if there is none. */
-  head(key: string): Promise<{ size: number } | undefined>;
+  /** The object's size and when it was last written, or undefined if there is none. */
+  head(key: string): Promise<BlobHead | undefined>;
   /** Removes the object; removing an absent object is not an error. */
   delete(key: string): Promise<void>;
-  /** Keys under a prefix, in no particular order. */
+  /** Keys under a prefix, in no particular order (without asking each object's age, as entries() must). */
   list(prefix: string): AsyncIterable<string>;
   /** Objects under a prefix with when each was last written, in no particular order. */
   entries(prefix: string): AsyncIterable<BlobEntry>;
@@ -31,6 +31,11 @@ export interface BlobStore {
   readonly description: string;
   /** Which adapter this is, for /ready (so nothing asks the configuration again). */
   readonly kind: 'local' | 's3';
+}
+
+export interface BlobHead {
+  readonly size: number;
+  readonly modifiedAt: Date;
 }
 
 export interface BlobEntry {

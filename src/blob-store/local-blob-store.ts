@@ -5,7 +5,7 @@ import { dirname, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { PRIVATE_FILE_MODE, makePrivateDirectoryAsync } from '../platform/private-files.js';
-import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+import { type BlobEntry, type BlobHead, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import { FileContentStream } from './file-content-stream.js';
 
 /**
@@ -171,10 +171,10 @@ export class LocalBlobStore implements BlobStore {
     return new FileContentStream(handle, range?.start, Math.min(range?.end ?? Number.POSITIVE_INFINITY, size - 1));
   }
 
-  async head(key: string): Promise<{ size: number } | undefined> {
+  async head(key: string): Promise<BlobHead | undefined> {
     try {
       const info = await stat(this.pathOf(key));
-      return info.isFile() ? { size: info.size } : undefined;
+      return info.isFile() ? { size: info.size, modifiedAt: info.mtime } : undefined;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
@@ -186,21 +186,29 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async *list(prefix: string): AsyncIterable<string> {
-    for await (const entry of this.entries(prefix)) yield entry.key;
+    for await (const file of this.objects(prefix)) yield file.key;
   }
 
   async *entries(prefix: string): AsyncIterable<BlobEntry> {
-    // The walk starts at the deepest folder the prefix names whole, so a list by one batch's
-    // prefix reads that batch's folder and nothing else: from the root, every batch's end read
-    // every blob ever kept, and a service slowed as it aged (bench/FINDINGS.md, history).
+    for await (const file of this.objects(prefix)) {
+      const modifiedAt = await modifiedAtOf(file.path);
+      if (modifiedAt) yield { key: file.key, modifiedAt };
+    }
+  }
+
+  /**
+   * The objects under a prefix, from the folders alone (no stat: a file's age costs one each). The
+   * walk starts at the deepest folder the prefix names whole, so a list by one batch's prefix
+   * reads that batch's folder and nothing else: from the root, every batch's end read every blob
+   * ever kept, and a service slowed as it aged (bench/FINDINGS.md, history).
+   */
+  private async *objects(prefix: string): AsyncIterable<{ key: string; path: string }> {
     const folder = prefix.slice(0, prefix.lastIndexOf('/') + 1);
     if (folder !== '') assertBlobKey(folder.slice(0, -1));
     for await (const file of walk(join(this.root, ...folder.split('/').filter(Boolean)))) {
       if (isPartial(file.name)) continue;
       const key = relative(this.root, file.path).split(sep).join('/');
-      if (!key.startsWith(prefix)) continue;
-      const modifiedAt = await modifiedAtOf(file.path);
-      if (modifiedAt) yield { key, modifiedAt };
+      if (key.startsWith(prefix)) yield { key, path: file.path };
     }
   }
 

@@ -13,7 +13,7 @@ import {
   type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { type BlobEntry, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
+import { type BlobEntry, type BlobHead, type BlobStore, BlobNotFoundError, assertBlobKey } from './blob-store.js';
 import type { S3Location } from '../platform/s3-location.js';
 import { isNotFound } from '../platform/s3-client.js';
 
@@ -132,10 +132,10 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
-  async head(key: string): Promise<{ size: number } | undefined> {
+  async head(key: string): Promise<BlobHead | undefined> {
     try {
       const answer = await this.client.send(new HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(key) }));
-      return { size: answer.ContentLength ?? 0 };
+      return { size: answer.ContentLength ?? 0, modifiedAt: answer.LastModified ?? new Date(0) };
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;

@@ -66,7 +66,7 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
     it('stores a stream and gives the same bytes back, whole and by range', async () => {
       const content = randomBytes(300_000);
       await store.put(`${run}/a/object.bin`, Readable.from([content.subarray(0, 1000), content.subarray(1000)]));
-      expect(await store.head(`${run}/a/object.bin`)).toEqual({ size: content.length });
+      expect(await store.head(`${run}/a/object.bin`)).toEqual({ size: content.length, modifiedAt: expect.any(Date) });
       expect((await readAllBytes(await store.get(`${run}/a/object.bin`))).equals(content)).toBe(true);
       const range = await readAllBytes(await store.get(`${run}/a/object.bin`, { start: 1000, end: 1999 }));
       expect(range.equals(content.subarray(1000, 2000))).toBe(true);
@@ -94,14 +94,14 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
 
     it('stores an empty stream as an empty object', async () => {
       await store.put(`${run}/empty`, Readable.from([]));
-      expect(await store.head(`${run}/empty`)).toEqual({ size: 0 });
+      expect(await store.head(`${run}/empty`)).toEqual({ size: 0, modifiedAt: expect.any(Date) });
       expect((await readAllBytes(await store.get(`${run}/empty`))).length).toBe(0);
     });
 
     it('streams an object larger than one upload part', async () => {
       const size = 12 * 1024 * 1024 + 123;
       await store.put(`${run}/large`, generated(size));
-      expect(await store.head(`${run}/large`)).toEqual({ size });
+      expect(await store.head(`${run}/large`)).toEqual({ size, modifiedAt: expect.any(Date) });
       const tail = await readAllBytes(await store.get(`${run}/large`, { start: size - 10, end: size - 1 }));
       expect(tail.length).toBe(10);
     });
@@ -184,6 +184,8 @@ export function blobStoreContract(name: string, open: () => Promise<BlobStore>):
       expect(entries.map((entry) => entry.key)).toEqual([`${run}/dated/one`]);
       expect(entries[0]!.modifiedAt.getTime()).toBeGreaterThan(before);
       expect(entries[0]!.modifiedAt.getTime()).toBeLessThan(Date.now() + 2000);
+      // head() tells the same age of one object.
+      expect((await store.head(`${run}/dated/one`))?.modifiedAt.getTime()).toBe(entries[0]!.modifiedAt.getTime());
     });
 
     it('refuses keys that could escape their place', async () => {
