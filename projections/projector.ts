@@ -112,7 +112,8 @@ export class Projector {
         this.checkpoints.set(projection.name, undefined);
         this.savedText.delete(projection.name);
       }
-    })();
+      // Immediate, as applyBatch: two processes starting at once on one file make each read model once.
+    }).immediate();
   }
 
   private async applyBatch(events: readonly RecordedEvent[]): Promise<void> {

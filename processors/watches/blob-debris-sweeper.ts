@@ -52,9 +52,9 @@ export class BlobDebrisSweeper {
     let orphans = 0;
     let leftovers = 0;
     // What the log says of a blob first, its age only then: almost every blob is content that
-    // stays, and on local disk each age is a stat. Asked for every blob, the ages made a sweep of
-    // 100,000 blobs cost 4.6 s of CPU, every interval, more with every file a service ever kept
-    // (bench/FINDINGS.md, 2026-12-01).
+    // stays, and on local disk each age is a stat. With the ages of every blob (and a lookup
+    // prepared at every call) a sweep of 100,000 blobs cost 10.8–12.3 s of CPU every interval,
+    // 3.0–3.6 s so (bench/FINDINGS.md, 2026-12-01).
     for await (const key of this.deps.blobStore.list('')) {
       const standing = await this.deps.references.standingOf(key);
       if (standing !== 'unrecorded' && standing !== 'removed') continue;
