@@ -21,6 +21,15 @@ export class ProjectionTimeoutError extends Error {
   override readonly name = 'ProjectionTimeoutError';
 }
 
+/**
+ * Another process sharing this read-model file rebuilt a read model at a version this one does not
+ * write: processes of different releases cannot share a data directory. This projector stops (the
+ * process turns unready) rather than apply its events to a table of another shape.
+ */
+export class ReadModelVersionError extends Error {
+  override readonly name = 'ReadModelVersionError';
+}
+
 interface Waiter {
   position: Position;
   resolve: () => void;
@@ -119,7 +128,7 @@ export class Projector {
   private async applyBatch(events: readonly RecordedEvent[]): Promise<void> {
     const last = events[events.length - 1];
     if (!last) return;
-    const held = statement(this.db, 'SELECT name, position FROM projection_checkpoints');
+    const held = statement(this.db, 'SELECT name, version, position FROM projection_checkpoints');
     const save = statement(this.db, 'UPDATE projection_checkpoints SET position = ? WHERE name = ?');
     const lastText = positionToString(last.position);
     const reached = new Map<string, Position>();
@@ -127,11 +136,17 @@ export class Projector {
       // What the file holds decides which events a read model still needs, not what this process
       // applied: processes on one host may share a data directory, and with it this file, each
       // projecting the whole log; another may have applied some or all of the page already.
-      const stored = new Map((held.all() as Array<{ name: string; position: string | null }>).map((row) => [row.name, row.position]));
+      const stored = new Map((held.all() as Array<{ name: string; version: number; position: string | null }>).map((row) => [row.name, row]));
       reached.clear();
       // Read models are apart from each other: each takes the page's events it has not seen, in order.
       for (const projection of this.projections) {
-        const text = stored.get(projection.name) ?? null;
+        const row = stored.get(projection.name);
+        if (row && row.version !== projection.version) {
+          throw new ReadModelVersionError(
+            `read model ${projection.name} in this data directory is at version ${row.version}, made by another process of another release; this one writes version ${projection.version}: processes sharing a data directory must run one release`,
+          );
+        }
+        const text = row?.position ?? null;
         // Mostly the file holds what this process saved last: that position is not parsed again.
         const checkpoint = text === null ? undefined : text === this.savedText.get(projection.name) ? this.checkpoints.get(projection.name) : positionFromString(text);
         if (checkpoint !== undefined && comparePositions(last.position, checkpoint) <= 0) {

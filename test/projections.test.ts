@@ -7,6 +7,7 @@ import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { dumpReadModels, openReadModelStore } from '../projections/read-model-store.js';
 import { Projector } from '../projections/projector.js';
 import { ALL_PROJECTIONS } from '../projections/all-projections.js';
+import { historyProjection } from '../projections/history-projection.js';
 import { ManualClock, startTestService, tempDir, uploadFile, waitUntilReady } from './support/service.js';
 
 const removeReadModels = (dataDir: string) => {
@@ -115,16 +116,49 @@ describe('two processes on one read-model file', () => {
     expect(dumpReadModels(first!)).toEqual(expected);
     expect(dumpReadModels(second!)).toEqual(expected);
   });
+
+  it('a process of another release stops its projections rather than write a read model rebuilt at another version', async () => {
+    const dataDir = tempDir('shared-releases');
+    let service = await startTestService({ dataDir });
+    for (let index = 0; index < 5; index++) await uploadFile(service.url, { purpose: 'batch', content: `line ${index}\n` });
+    await service.close();
+    const shared = join(tempDir('releases'), 'read-models.sqlite');
+    const older = projectorOf(shared, dataDir);
+    await older.projector.start();
+    await older.projector.whenCaughtUp();
+    // The next release changed the history index: its process rebuilds it in the shared file.
+    const newer = projectorOf(shared, dataDir, ALL_PROJECTIONS.map((projection) => (projection === historyProjection ? { ...historyProjection, version: historyProjection.version + 1 } : projection)));
+    await newer.projector.start();
+    await newer.projector.whenCaughtUp();
+
+    service = await startTestService({ dataDir });
+    for (let index = 0; index < 3; index++) await uploadFile(service.url, { purpose: 'batch', content: `more ${index}\n` });
+    await service.close();
+    const head = (await newer.store.headPosition())!;
+    await newer.projector.waitFor(head);
+    for (const deadline = Date.now() + 10_000; older.projector.status().failed === undefined && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(older.projector.status().failed).toMatch(/read model history .* version 2, made by another process of another release; this one writes version 1/);
+    // Every event once, applied by the release that made the table.
+    const log = await newer.store.readAll({ maxCount: 1000 });
+    expect(dumpReadModels(newer.db).history).toHaveLength(log.filter((event) => event.streamName.startsWith('file-')).length);
+    for (const { projector, store } of [older, newer]) {
+      await projector.stop();
+      await store.close();
+    }
+  });
 });
+
+/** A Projector of the log in `dataDir` into the read-model file at `path`, over a connection and a log handle of its own (as another process's). */
+function projectorOf(path: string, dataDir: string, projections = ALL_PROJECTIONS) {
+  const quiet = { info: () => undefined, error: () => undefined };
+  const db = openReadModelStore(path);
+  const store = new SqliteEventStore(join(dataDir, 'events.sqlite'));
+  return { db, store, projector: new Projector(store, db, projections, quiet) };
+}
 
 /** Starts one Projector per data directory given, all into the read-model file at `path`, and waits for all to catch up; returns their connections. */
 async function projectInto(path: string, dataDirs: readonly string[]) {
-  const quiet = { info: () => undefined, error: () => undefined };
-  const running = dataDirs.map((dataDir) => {
-    const db = openReadModelStore(path);
-    const store = new SqliteEventStore(join(dataDir, 'events.sqlite'));
-    return { db, store, projector: new Projector(store, db, ALL_PROJECTIONS, quiet) };
-  });
+  const running = dataDirs.map((dataDir) => projectorOf(path, dataDir));
   await Promise.all(running.map(({ projector }) => projector.start()));
   await Promise.all(running.map(({ projector }) => projector.whenCaughtUp()));
   for (const { projector, store } of running) {
