@@ -43,8 +43,6 @@ interface Waiter {
  */
 export class Projector {
   private readonly checkpoints = new Map<string, Position | undefined>();
-  /** Each read model's checkpoint as this process last wrote it to the file. */
-  private readonly savedText = new Map<string, string>();
   private subscription: Subscription | undefined;
   private waiters: Waiter[] = [];
   private position: Position | undefined;
@@ -111,7 +109,6 @@ export class Projector {
         if (stored && stored.version === projection.version) {
           projection.create(this.db);
           this.checkpoints.set(projection.name, stored.position === null ? undefined : positionFromString(stored.position));
-          if (stored.position !== null) this.savedText.set(projection.name, stored.position);
           continue;
         }
         if (stored) this.log.info({ projection: projection.name, from: stored.version, to: projection.version }, 'rebuilding read model');
@@ -119,7 +116,6 @@ export class Projector {
         projection.create(this.db);
         upsert.run(projection.name, projection.version);
         this.checkpoints.set(projection.name, undefined);
-        this.savedText.delete(projection.name);
       }
       // Immediate, as applyBatch: two processes starting at once on one file make each read model once.
     }).immediate();
@@ -147,8 +143,7 @@ export class Projector {
           );
         }
         const text = row?.position ?? null;
-        // Mostly the file holds what this process saved last: that position is not parsed again.
-        const checkpoint = text === null ? undefined : text === this.savedText.get(projection.name) ? this.checkpoints.get(projection.name) : positionFromString(text);
+        const checkpoint = text === null ? undefined : positionFromString(text);
         if (checkpoint !== undefined && comparePositions(last.position, checkpoint) <= 0) {
           reached.set(projection.name, checkpoint);
           continue;
@@ -163,10 +158,7 @@ export class Projector {
     // Immediate: the write lock is taken before the checkpoints are read, so no other process
     // applies the same events between that read and this transaction's writes.
     await this.whenThereIsRoom(() => apply.immediate());
-    for (const [name, position] of reached) {
-      this.checkpoints.set(name, position);
-      if (position === last.position) this.savedText.set(name, lastText);
-    }
+    for (const [name, position] of reached) this.checkpoints.set(name, position);
     this.eventsApplied += events.length;
     for (const event of events) {
       const kind = streamKind(event.streamName);
