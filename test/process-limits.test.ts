@@ -2,9 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { setFlagsFromString } from 'node:v8';
-import { Worker } from 'node:worker_threads';
-import { MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD, SEMI_SPACE_MIB, startOverWith, withSemiSpace } from '../src/process/process-limits.js';
+import { MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD, SEMI_SPACE_MIB, startOverWith } from '../src/process/process-limits.js';
 import { startSpoolCli, stop, waitForReady } from './support/processes.js';
 
 const SEMI_SPACE_FLAG = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
@@ -71,54 +69,4 @@ describe('the limits long-running processes start under', () => {
       }
     },
   );
-});
-
-describe('a worker thread with a young generation of its own', () => {
-  // Counts the young collections of a worker thread allocating about 40 MB of short-lived objects:
-  // what a semi-space's size decides.
-  const ALLOCATING = `
-    const { parentPort } = require('node:worker_threads');
-    const { PerformanceObserver, constants } = require('node:perf_hooks');
-    let young = 0;
-    new PerformanceObserver((list) => { for (const entry of list.getEntries()) if (entry.detail.kind === constants.NODE_PERFORMANCE_GC_MINOR) young++; }).observe({ entryTypes: ['gc'] });
-    let kept;
-    for (let index = 0; index < 400000; index++) kept = { index, pair: [index, index + 1], text: 'x' + index };
-    setTimeout(() => parentPort.postMessage(young), 50);`;
-  const youngCollections = (worker: Worker) =>
-    new Promise<number>((resolve, reject) => {
-      worker.once('error', reject);
-      worker.once('message', (count: number) => {
-        resolve(count);
-        void worker.terminate();
-      });
-    });
-  const allocating = () => new Worker(ALLOCATING, { eval: true });
-
-  afterAll(() => setFlagsFromString('--min-semi-space-size=0 --max-semi-space-size=0'));
-
-  it('gets its semi-space in a process started over with its own; the process keeps its flags; an operator’s flags stand', async () => {
-    // As a started-over process runs: new isolates get the 2 MiB semi-space.
-    setFlagsFromString(SEMI_SPACE_FLAG);
-    const plain = await youngCollections(allocating());
-    const own = await youngCollections(withSemiSpace(16, allocating, [SEMI_SPACE_FLAG]));
-    const after = await youngCollections(allocating());
-    const operators = await youngCollections(withSemiSpace(16, allocating, ['--max-semi-space-size=2', '--min-semi-space-size=1']));
-    expect(own).toBeLessThan(plain / 3);
-    expect(after).toBeGreaterThan(own * 3);
-    expect(operators).toBeGreaterThan(own * 3);
-  });
-
-  it('puts the flags back when the worker cannot be created or fails to start', async () => {
-    setFlagsFromString(SEMI_SPACE_FLAG);
-    const plain = await youngCollections(allocating());
-    expect(() =>
-      withSemiSpace(16, () => {
-        throw new Error('no thread');
-      }, [SEMI_SPACE_FLAG]),
-    ).toThrow('no thread');
-    expect(await youngCollections(allocating())).toBeGreaterThan(plain / 2);
-    const failing = withSemiSpace(16, () => new Worker('throw new Error("fails to start")', { eval: true }), [SEMI_SPACE_FLAG]);
-    await new Promise((resolve) => failing.once('error', resolve));
-    expect(await youngCollections(allocating())).toBeGreaterThan(plain / 2);
-  });
 });

@@ -1,5 +1,3 @@
-import { setFlagsFromString } from 'node:v8';
-import type { Worker } from 'node:worker_threads';
 import { heapPolicyParts, nodeFlagsOfThisProcess } from './heap-policy.js';
 
 /**
@@ -84,35 +82,4 @@ export function startUnderProcessLimits(): void {
   } catch {
     // Nothing lost but the limits.
   }
-}
-
-/**
- * Creates a worker thread whose isolate has a young generation of `semiSpaceMiB` a semi-space,
- * whatever this process's is. V8 reads the semi-space flags when it creates an isolate, and a flag
- * given at start (SEMI_SPACE_MIB, above) overrides a worker's `resourceLimits`: so the flags are
- * set for the new isolate while it is created, and put back as they were once it runs (before any
- * other isolate is made; the main isolate's heap was sized when it started). Where node was given
- * young-generation flags other than this process's own, they stand for every thread: created as is.
- */
-export function withSemiSpace<T extends Worker>(semiSpaceMiB: number, create: () => T, nodeFlags: readonly string[] = nodeFlagsOfThisProcess()): T {
-  const young = nodeFlags.filter((flag) => /^--(min|max)[-_]semi[-_]space[-_]size|^--semi[-_]space[-_]growth[-_]factor/.test(flag));
-  const own = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
-  if (young.length > 1 || (young.length === 1 && young[0] !== own)) return create();
-  setFlagsFromString(`--min-semi-space-size=${semiSpaceMiB} --max-semi-space-size=${semiSpaceMiB}`);
-  let restored = false;
-  const restore = () => {
-    if (restored) return;
-    restored = true;
-    // 0: V8's own choice, where this process was given none.
-    setFlagsFromString(`--min-semi-space-size=0 --max-semi-space-size=${young.length === 1 ? SEMI_SPACE_MIB : 0}`);
-  };
-  let worker: T;
-  try {
-    worker = create();
-  } catch (error) {
-    restore();
-    throw error;
-  }
-  worker.once('online', restore).once('error', restore).once('exit', restore);
-  return worker;
 }

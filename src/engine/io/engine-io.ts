@@ -1,7 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { RequestWithdrawnError } from '../engine.js';
 import type { ExchangeAnswer, FromEngineIo, ToEngineIo } from './engine-io-thread.js';
-import { withSemiSpace } from '../../process/process-limits.js';
 
 export type { AnswerDigest, ExchangeAnswer } from './engine-io-thread.js';
 
@@ -37,9 +36,6 @@ interface Pending {
 
 /** How often held exchanges are checked for withdrawal: a batch stopped is seen within this. */
 const WITHDRAW_CHECK_MS = 10;
-
-/** The engine I/O thread's semi-space, MiB (see thread()). */
-const IO_THREAD_SEMI_SPACE_MIB = 4;
 
 /** The thread's module: compiled JavaScript beside this file, or its TypeScript source when running from src/. */
 const threadModule = new URL(import.meta.url.endsWith('.ts') ? './engine-io-thread.ts' : './engine-io-thread.js', import.meta.url);
@@ -134,13 +130,8 @@ export class EngineIo {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    // A young generation of its own: each exchange's objects (its request, undici's records, the
-    // answer read) live from the moment it is handed over until its answer is sent back, some 20-50
-    // ms when batch lines are held ahead of a slot. With the process's 2 MiB semi-space (less
-    // until it grows) most outlived two young collections and were moved to the old generation:
-    // 2.9 KB a line, 20 full collections a 50,000-line batch. With 4 MiB almost none are (4 MB in
-    // all), and the thread's collections cost a fifth (bench/FINDINGS.md, 2026-12-01).
-    const worker = withSemiSpace(IO_THREAD_SEMI_SPACE_MIB, () => new Worker(threadModule, { resourceLimits: { maxYoungGenerationSizeMb: 3 * IO_THREAD_SEMI_SPACE_MIB } }));
+    // A small young generation: the thread's garbage is short-lived, and each isolate's default is sized for a whole process.
+    const worker = new Worker(threadModule, { resourceLimits: { maxYoungGenerationSizeMb: 4 } });
     worker.on('message', (answers: FromEngineIo[]) => {
       for (const answer of answers) {
         const pending = this.settled(answer.id);
