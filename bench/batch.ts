@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/platform/package-root.js';
-import { cpuSeconds, gaugeSums, median, peakRssMiB } from './measurements.js';
+import { type ThreadKind, cpuSeconds, cpuSecondsByThread, gaugeSums, median, peakRssMiB, threadCpuBetween } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
 import pg from 'pg';
@@ -125,6 +125,8 @@ export interface SpoolBatchRun {
   peakRssMiB: number;
   /** Spool's CPU (user + system, every thread; on Kafka every process's) from the upload's start to the download's end, s. */
   cpuSeconds?: number;
+  /** On the embedded default: the same by kind of thread (the main thread, the engine I/O thread, V8's helpers, libuv's pool), s. */
+  cpuByThread?: Record<ThreadKind, number>;
 }
 
 /** Spool's environment for a batch against the upstream: the embedded default plus the upstream as engine. */
@@ -179,16 +181,20 @@ export async function spoolBatchOnEmbedded(dataDir: string, env: Record<string, 
   let run: Omit<SpoolBatchRun, 'peakRssMiB'>;
   let rss: number;
   let cpu: number;
+  let byThread: Record<ThreadKind, number>;
   try {
-    const cpuBefore = cpuSeconds(service.child.pid!);
+    const pid = service.child.pid!;
+    const cpuBefore = cpuSeconds(pid);
+    const threadsBefore = cpuSecondsByThread(pid);
     run = await runSpoolBatch(service.url, input, lines, endpoint);
-    cpu = cpuSeconds(service.child.pid!) - cpuBefore;
+    cpu = cpuSeconds(pid) - cpuBefore;
+    byThread = threadCpuBetween(threadsBefore, cpuSecondsByThread(pid));
   } finally {
     rss = peakRssMiB(service.child.pid!);
     await stop(service.child);
   }
   Object.assign(run.phases, logPhases(dataDir));
-  return { ...run, peakRssMiB: rss, cpuSeconds: cpu };
+  return { ...run, peakRssMiB: rss, cpuSeconds: cpu, cpuByThread: byThread };
 }
 
 export interface BatchBenchResult {
@@ -211,7 +217,7 @@ export interface BatchBenchResult {
    * CPU per 1,000 lines, ms (medians): Spool's process over the batch (on Kafka, all of its processes), and the bare
    * loop's own process over its requests, the cost a client of the engine cannot avoid.
    */
-  cpuMsPerThousand?: { baseline: number; spool?: number };
+  cpuMsPerThousand?: { baseline: number; spool?: number; spoolByThread?: Record<ThreadKind, number> };
   /** On Kafka: the chunks each inference processor ran in the last round. */
   kafka?: { chunksPerInferenceProcessor: number[] };
   /** Beside a previous build (BENCH_PREVIOUS_BUILD): this build's rounds against its, pair by pair. */
@@ -321,7 +327,7 @@ export async function benchBatch(options: {
         spool.push(run);
         ratios.push(bare / run.seconds);
         process.stdout.write(
-          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}${run.cpuSeconds === undefined ? '' : `, CPU per 1,000: bare ${perThousandLines(baselineCpu.at(-1)!).toFixed(0)} ms, spool ${perThousandLines(run.cpuSeconds).toFixed(0)} ms`}\n`,
+          `batch ${options.lines} lines, ${options.latencyMs} ms: bare ${(options.lines / bare).toFixed(0)}/s, spool ${(options.lines / run.seconds).toFixed(0)}/s ${JSON.stringify(run.phases)} rss ${run.peakRssMiB.toFixed(0)} MiB, in flight ${bareStats.meanActive.toFixed(1)} vs ${stats.meanActive.toFixed(1)}${run.cpuSeconds === undefined ? '' : `, CPU per 1,000: bare ${perThousandLines(baselineCpu.at(-1)!).toFixed(0)} ms, spool ${perThousandLines(run.cpuSeconds).toFixed(0)} ms`}${run.cpuByThread ? ` (${THREAD_KINDS.map((kind) => `${kind} ${perThousandLines(run.cpuByThread![kind]).toFixed(0)}`).join(', ')})` : ''}\n`,
         );
         if (round === options.rounds - 1 && options.keepLog) await options.keepLog(dataDir);
         rmSync(dataDir, { recursive: true, force: true });
@@ -347,6 +353,7 @@ export async function benchBatch(options: {
       cpuMsPerThousand: {
         baseline: perThousandLines(median(baselineCpu)),
         ...(spool.every((run) => run.cpuSeconds !== undefined) ? { spool: perThousandLines(median(spool.map((run) => run.cpuSeconds!))) } : {}),
+        ...(spool.every((run) => run.cpuByThread !== undefined) ? { spoolByThread: byKind((kind) => perThousandLines(median(spool.map((run) => run.cpuByThread![kind])))) } : {}),
       },
       ...(broker ? { kafka: { chunksPerInferenceProcessor: spread } } : {}),
     };
@@ -416,6 +423,13 @@ export function pairedRounds(current: readonly BatchBenchResult[], previous: rea
   };
 }
 
+const THREAD_KINDS: readonly ThreadKind[] = ['main', 'engineIo', 'v8Helpers', 'libuvPool', 'other'];
+
+/** A figure for each kind of thread. */
+function byKind(figure: (kind: ThreadKind) => number): Record<ThreadKind, number> {
+  return Object.fromEntries(THREAD_KINDS.map((kind) => [kind, figure(kind)])) as Record<ThreadKind, number>;
+}
+
 /**
  * Runs of one round each, taken as one run of as many rounds: each figure the median of the
  * rounds' (the ratio the median of their ratios, as within a run); the chunk spread of the last.
@@ -424,7 +438,10 @@ export function medianOfRounds(runs: readonly BatchBenchResult[]): BatchBenchRes
   const last = runs[runs.length - 1]!;
   const of = (figure: (run: BatchBenchResult) => number) => median(runs.map(figure));
   const phase = (name: keyof SpoolBatchRun['phases']) => of((run) => run.phases[name]);
-  const spoolCpu = runs.every((run) => run.cpuMsPerThousand?.spool !== undefined) ? { spool: of((run) => run.cpuMsPerThousand!.spool!) } : {};
+  const spoolCpu = {
+    ...(runs.every((run) => run.cpuMsPerThousand?.spool !== undefined) ? { spool: of((run) => run.cpuMsPerThousand!.spool!) } : {}),
+    ...(runs.every((run) => run.cpuMsPerThousand?.spoolByThread !== undefined) ? { spoolByThread: byKind((kind) => of((run) => run.cpuMsPerThousand!.spoolByThread![kind])) } : {}),
+  };
   return {
     ...last,
     rounds: runs.reduce((sum, run) => sum + run.rounds, 0),

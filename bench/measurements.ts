@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { parsePrometheusText } from '../src/engine/engine-load-metrics.js';
 
 /** Peak resident set size of a live process, in MiB (VmHWM: the kernel's own high-water mark). */
@@ -24,6 +24,42 @@ export function cpuSeconds(pid: number): number {
   // 14th and 15th of the line, the 12th and 13th after it.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** What a Spool process's threads are, by the name Linux gives each (its main thread by its id). */
+export type ThreadKind = 'main' | 'engineIo' | 'v8Helpers' | 'libuvPool' | 'other';
+
+function threadKind(pid: number, tid: number, name: string): ThreadKind {
+  if (tid === pid) return 'main';
+  // Node names a worker_threads thread so: in a service process, the engine I/O thread (and the
+  // embedding model's threads, where it runs one).
+  if (name === 'WorkerThread') return 'engineIo';
+  // V8's platform threads: garbage collection's parallel and concurrent work, compiling.
+  if (name === 'V8Worker') return 'v8Helpers';
+  if (name === 'libuv-worker') return 'libuvPool';
+  return 'other';
+}
+
+/** CPU time (user + system) a live process has used so far, in seconds, summed by kind of thread. */
+export function cpuSecondsByThread(pid: number): Record<ThreadKind, number> {
+  const sums: Record<ThreadKind, number> = { main: 0, engineIo: 0, v8Helpers: 0, libuvPool: 0, other: 0 };
+  for (const entry of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    sums[threadKind(pid, Number(entry), name)] += (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+  }
+  return sums;
+}
+
+/** What each kind of thread used between two readings of cpuSecondsByThread (a thread that ended between them is not counted). */
+export function threadCpuBetween(before: Record<ThreadKind, number>, after: Record<ThreadKind, number>): Record<ThreadKind, number> {
+  return Object.fromEntries(Object.entries(after).map(([kind, seconds]) => [kind, Math.max(0, seconds - before[kind as ThreadKind])])) as Record<ThreadKind, number>;
 }
 
 /**

@@ -116,6 +116,7 @@ export function writeResults(results: Results): void {
           : []),
         '',
         ...pairedSentence([small, large]),
+        ...byThreadSentence(results.overhead.data),
       ].join('\n'),
       data('overhead', results.overhead),
     ]);
@@ -397,5 +398,32 @@ function pairedSentence(rows: ReadonlyArray<BatchBenchResult>): string[] {
   return [
     `**Round by round beside the previous build** (each pair of rounds run one after the other; this build's change against the previous one's: the mean of the pairs ± the half-width of its 95% interval): ${parts.join('; ')}. Where the interval holds zero, the difference is the machine's spread, not the change.`,
     '',
+  ];
+}
+
+/**
+ * Section 2's CPU by kind of thread (stored since 2026-12-01): what the bare loop's own cost
+ * compares with (the engine I/O thread, which makes the same HTTP exchanges) and what Spool adds.
+ */
+function byThreadSentence(overhead: { small: BatchBenchResult; large: BatchBenchResult; previous?: { build: string; small: BatchBenchResult; large: BatchBenchResult } }): string[] {
+  const of = (row: BatchBenchResult) => {
+    const threads = row.cpuMsPerThousand?.spoolByThread;
+    if (!threads) return undefined;
+    const fixed = (value: number) => value.toFixed(0);
+    return `main thread ${fixed(threads.main)}, engine I/O thread ${fixed(threads.engineIo)}, V8's helper threads ${fixed(threads.v8Helpers)}, libuv's pool ${fixed(threads.libuvPool)}, other ${fixed(threads.other)}`;
+  };
+  const labelled: Array<[string, string | undefined]> = [
+    ...[overhead.small, overhead.large].map((row): [string, string | undefined] => [`${row.lines.toLocaleString('en')} lines`, of(row)]),
+    ...(overhead.previous
+      ? [overhead.previous.small, overhead.previous.large].map((row): [string, string | undefined] => [`${row.lines.toLocaleString('en')} lines, previous build (${overhead.previous!.build})`, of(row)])
+      : []),
+  ];
+  const rows = labelled.filter((row): row is [string, string] => row[1] !== undefined);
+  if (rows.length === 0) return [];
+  return [
+    '',
+    '**By thread** (medians of the rounds, ms per 1,000 lines; each thread\'s median on its own, so they need not add up to the total): ' +
+      rows.map(([label, text]) => `${label}: ${text}`).join('; ') +
+      ". The engine I/O thread makes the HTTP exchanges the bare loop makes; the main thread and V8's helpers (garbage collection's parallel and concurrent work, compiling) are what Spool adds.",
   ];
 }
