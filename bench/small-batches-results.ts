@@ -52,6 +52,10 @@ export function smallBatchesSections(results: Results, format: Format): { summar
         row('this build', s.thisBuild, true),
         row('previous build', s.previousBuild, false),
         '',
+        ...waveByThread([
+          ['this build', s.thisBuild],
+          ['previous build', s.previousBuild],
+        ]),
         data('smallBatches', results.smallBatches),
       ].join('\n'),
     );
@@ -97,4 +101,15 @@ export function smallBatchesSections(results: Results, format: Format): { summar
 /** Not slower by more than HISTORY_WITHIN, and RSS flat: the last tenth's within HISTORY_WITHIN of the first tenth's. */
 function historyMet(run: HistoryRun): boolean {
   return run.ratio >= 1 - HISTORY_WITHIN && run.lastTenthRssMiB <= (1 + HISTORY_WITHIN) * run.firstTenthRssMiB;
+}
+
+/** The wave's CPU by kind of thread, medians of the rounds that measured it (since 2026-12-01). */
+function waveByThread(builds: Array<[string, SmallBatchesRound[] | undefined]>): string[] {
+  const sentences = builds.flatMap(([name, rounds]) => {
+    const measured = (rounds ?? []).map((round) => round.small.cpuByThread).filter((threads) => threads !== undefined);
+    if (measured.length === 0) return [];
+    const of = (kind: keyof (typeof measured)[number]) => median(measured.map((threads) => threads[kind])).toFixed(0);
+    return [`${name}: main thread ${of('main')}, engine I/O thread ${of('engineIo')}, V8's helper threads ${of('v8Helpers')}, libuv's pool ${of('libuvPool')}, other ${of('other')}`];
+  });
+  return sentences.length === 0 ? [] : [`**The wave's CPU by thread** (medians of the rounds, ms per 1,000 lines): ${sentences.join('; ')}.`, ''];
 }

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import OpenAI, { toFile } from 'openai';
 import { stop } from '../test/support/processes.js';
 import { BENCH_JOB, BENCH_MODEL, benchJobEnv, spoolBatchOnEmbedded, startUpstream, writeBatchInput } from './batch.js';
-import { bytesWritten, cpuSeconds, median, peakRssMiB, rssMiB } from './measurements.js';
+import { type ThreadKind, bytesWritten, cpuSeconds, cpuSecondsByThread, median, peakRssMiB, rssMiB, threadCpuBetween } from './measurements.js';
 import { startSpool } from './spool.js';
 
 /** Requests in flight at the upstream and Spool's ENGINE_CONCURRENCY: as the pure-overhead batch (2). */
@@ -108,6 +108,8 @@ export interface WaveRun {
   maxCreatedToEnded: number;
   /** Spool's CPU (user + system, all threads) from the first create to the last end, per 1,000 lines, ms. */
   cpuMsPerThousandLines: number;
+  /** The same by kind of thread (stored since 2026-12-01). */
+  cpuByThread?: Record<ThreadKind, number>;
   /** What Spool handed to write calls over the same span (its log's and read models' pages, files, sockets), per line, KiB. */
   writtenKiBPerLine: number;
   rssMiB: number;
@@ -123,6 +125,7 @@ async function wave(service: { url: string; pid: number; dataDir: string }, tag:
   const files = await inPool(names, 16, async (name) => (await client.files.create({ file: await toFile(Buffer.from(jsonl(name, lines)), `${name}.jsonl`), purpose: 'batch' })).id);
   const since = lastPosition(service.dataDir);
   const cpuBefore = cpuSeconds(service.pid);
+  const threadsBefore = cpuSecondsByThread(service.pid);
   const writtenBefore = bytesWritten(service.pid);
   const ids = await inPool(files, CREATES_AT_ONCE, async (fileId) => (await client.batches.create({ input_file_id: fileId, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: BENCH_JOB } as never)).id);
   for (const deadline = Date.now() + 3_600_000; endedBatches(service.dataDir, since) < batches; ) {
@@ -130,6 +133,7 @@ async function wave(service: { url: string; pid: number; dataDir: string }, tag:
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const cpu = cpuSeconds(service.pid) - cpuBefore;
+  const byThread = threadCpuBetween(threadsBefore, cpuSecondsByThread(service.pid));
   const written = bytesWritten(service.pid) - writtenBefore;
   // Checked after the clock stopped: every batch completed with every line, none failed.
   const ended = await inPool(ids, 16, (id) => client.batches.retrieve(id));
@@ -147,6 +151,7 @@ async function wave(service: { url: string; pid: number; dataDir: string }, tag:
     validatedToEnded: median(spans.validatedToEnded),
     maxCreatedToEnded: Math.max(...spans.createdToEnded),
     cpuMsPerThousandLines: (cpu * 1000) / ((batches * lines) / 1000),
+    cpuByThread: Object.fromEntries(Object.entries(byThread).map(([kind, seconds]) => [kind, (seconds * 1000) / ((batches * lines) / 1000)])) as Record<ThreadKind, number>,
     writtenKiBPerLine: written / 1024 / (batches * lines),
     rssMiB: rssMiB(service.pid),
   };
@@ -199,12 +204,13 @@ export async function benchSmallBatches(options: { batches: number; lines: numbe
   const thisBuild: SmallBatchesRound[] = [];
   const previousBuild: SmallBatchesRound[] = [];
   for (let round = 0; round < options.rounds; round++) {
-    // Alternating builds, so a machine that slows down mid-run slows both.
-    for (const build of options.previous ? [undefined, options.previous] : [undefined]) {
+    // Alternating builds, so a machine that slows down mid-run slows both, and which goes first
+    // with them: the second of a pair runs while the kernel writes back what the first wrote.
+    for (const build of options.previous ? (round % 2 === 0 ? [undefined, options.previous] : [options.previous, undefined]) : [undefined]) {
       const run = await smallBatchesRound({ batches: options.batches, lines: options.lines, ...(build ? { build } : {}) });
       (build ? previousBuild : thisBuild).push(run);
       process.stdout.write(
-        `small batches (${build ? 'previous' : 'this'} build): ${options.batches} × ${options.lines} lines in ${run.small.seconds.toFixed(1)} s, ${run.small.batchesPerSecond.toFixed(1)} batches/s, ${run.small.linesPerSecond.toFixed(0)} lines/s vs one batch ${run.largeLinesPerSecond.toFixed(0)} lines/s (${(run.ratio * 100).toFixed(0)}%), created→ended median ${run.small.createdToEnded.toFixed(1)} s, CPU ${run.small.cpuMsPerThousandLines.toFixed(0)} ms per 1,000 lines\n`,
+        `small batches (${build ? 'previous' : 'this'} build): ${options.batches} × ${options.lines} lines in ${run.small.seconds.toFixed(1)} s, ${run.small.batchesPerSecond.toFixed(1)} batches/s, ${run.small.linesPerSecond.toFixed(0)} lines/s vs one batch ${run.largeLinesPerSecond.toFixed(0)} lines/s (${(run.ratio * 100).toFixed(0)}%), created→ended median ${run.small.createdToEnded.toFixed(1)} s, CPU ${run.small.cpuMsPerThousandLines.toFixed(0)} ms per 1,000 lines (${Object.entries(run.small.cpuByThread ?? {}).map(([kind, ms]) => `${kind} ${ms.toFixed(0)}`).join(', ')})\n`,
       );
     }
   }
