@@ -42,7 +42,7 @@ export function smallBatchesSections(results: Results, format: Format): { summar
       [
         `## 12. Many small batches: ${s.batches.toLocaleString('en')} batches of ${s.lines} lines created at once`,
         '',
-        when(results.smallBatches) + ` Median of ${s.rounds} rounds; in each, this build and the previous one (where BENCH_PREVIOUS_BUILD names one) run one after the other.`,
+        when(results.smallBatches) + ` Median of ${s.rounds} rounds; in each, this build and the previous one (where BENCH_PREVIOUS_BUILD names one) run one after the other, taking turns at going first (since 2026-12-01).`,
         '',
         `The embedded default against the upstream of item 2 (it answers at once, at most 64 requests in service; ENGINE_CONCURRENCY=64), as an eval harness uses Spool: every input file uploaded first (not timed), then all ${s.batches.toLocaleString('en')} batches created at once (${64} creations in flight), and the wave timed from the first BatchCreated to the last batch ended, from the log. ` +
           `Beside it, one batch of all their lines (${(s.batches * s.lines).toLocaleString('en')}) on a fresh service against the same upstream, created to completed. CPU: Spool's process (user + system, every thread) over the wave, per 1,000 lines. Every batch checked to have completed every line.`,
