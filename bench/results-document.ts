@@ -421,9 +421,9 @@ function byThreadSentence(overhead: { small: BatchBenchResult; large: BatchBench
   const rows = labelled.filter((row): row is [string, string] => row[1] !== undefined);
   if (rows.length === 0) return [];
   return [
-    '',
     '**By thread** (medians of the rounds, ms per 1,000 lines; each thread\'s median on its own, so they need not add up to the total): ' +
       rows.map(([label, text]) => `${label}: ${text}`).join('; ') +
       ". The engine I/O thread makes the HTTP exchanges the bare loop makes; the main thread and V8's helpers (garbage collection's parallel and concurrent work, compiling) are what Spool adds.",
+    '',
   ];
 }
