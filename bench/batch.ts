@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../src/platform/package-root.js';
-import { type ThreadKind, cpuSeconds, cpuSecondsByThread, gaugeSums, median, peakRssMiB, threadCpuBetween } from './measurements.js';
+import { THREAD_KINDS, type ThreadKind, byThreadKind, cpuSeconds, cpuSecondsByThread, gaugeSums, median, peakRssMiB, threadCpuBetween } from './measurements.js';
 import { startNode, stop } from '../test/support/processes.js';
 import { startKafkaDeployment, startKafkaBroker } from './kafka-deployment.js';
 import pg from 'pg';
@@ -353,7 +353,7 @@ export async function benchBatch(options: {
       cpuMsPerThousand: {
         baseline: perThousandLines(median(baselineCpu)),
         ...(spool.every((run) => run.cpuSeconds !== undefined) ? { spool: perThousandLines(median(spool.map((run) => run.cpuSeconds!))) } : {}),
-        ...(spool.every((run) => run.cpuByThread !== undefined) ? { spoolByThread: byKind((kind) => perThousandLines(median(spool.map((run) => run.cpuByThread![kind])))) } : {}),
+        ...(spool.every((run) => run.cpuByThread !== undefined) ? { spoolByThread: byThreadKind((kind) => perThousandLines(median(spool.map((run) => run.cpuByThread![kind])))) } : {}),
       },
       ...(broker ? { kafka: { chunksPerInferenceProcessor: spread } } : {}),
     };
@@ -423,13 +423,6 @@ export function pairedRounds(current: readonly BatchBenchResult[], previous: rea
   };
 }
 
-const THREAD_KINDS: readonly ThreadKind[] = ['main', 'engineIo', 'v8Helpers', 'libuvPool', 'other'];
-
-/** A figure for each kind of thread. */
-function byKind(figure: (kind: ThreadKind) => number): Record<ThreadKind, number> {
-  return Object.fromEntries(THREAD_KINDS.map((kind) => [kind, figure(kind)])) as Record<ThreadKind, number>;
-}
-
 /**
  * Runs of one round each, taken as one run of as many rounds: each figure the median of the
  * rounds' (the ratio the median of their ratios, as within a run); the chunk spread of the last.
@@ -440,7 +433,7 @@ export function medianOfRounds(runs: readonly BatchBenchResult[]): BatchBenchRes
   const phase = (name: keyof SpoolBatchRun['phases']) => of((run) => run.phases[name]);
   const spoolCpu = {
     ...(runs.every((run) => run.cpuMsPerThousand?.spool !== undefined) ? { spool: of((run) => run.cpuMsPerThousand!.spool!) } : {}),
-    ...(runs.every((run) => run.cpuMsPerThousand?.spoolByThread !== undefined) ? { spoolByThread: byKind((kind) => of((run) => run.cpuMsPerThousand!.spoolByThread![kind])) } : {}),
+    ...(runs.every((run) => run.cpuMsPerThousand?.spoolByThread !== undefined) ? { spoolByThread: byThreadKind((kind) => of((run) => run.cpuMsPerThousand!.spoolByThread![kind])) } : {}),
   };
   return {
     ...last,

@@ -19,7 +19,11 @@ const TICKS_PER_SECOND = 100;
 
 /** CPU time (user + system, every thread) a live process has used so far, in seconds. */
 export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return statCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+}
+
+/** User + system seconds of a /proc stat line (a process's or one of its threads'). */
+function statCpuSeconds(stat: string): number {
   // Fields after the command name (which may hold spaces) in parentheses: utime and stime are the
   // 14th and 15th of the line, the 12th and 13th after it.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -28,6 +32,18 @@ export function cpuSeconds(pid: number): number {
 
 /** What a Spool process's threads are, by the name Linux gives each (its main thread by its id). */
 export type ThreadKind = 'main' | 'engineIo' | 'v8Helpers' | 'libuvPool' | 'other';
+
+export const THREAD_KINDS: readonly ThreadKind[] = ['main', 'engineIo', 'v8Helpers', 'libuvPool', 'other'];
+
+/** A figure for each kind of thread. */
+export function byThreadKind(figure: (kind: ThreadKind) => number): Record<ThreadKind, number> {
+  return Object.fromEntries(THREAD_KINDS.map((kind) => [kind, figure(kind)])) as Record<ThreadKind, number>;
+}
+
+/** How RESULTS.md names each kind of thread's figure (ms per 1,000 lines). */
+export function threadFigures(ms: Record<ThreadKind, number>): string {
+  return `main thread ${ms.main.toFixed(0)}, engine I/O thread ${ms.engineIo.toFixed(0)}, V8's helper threads ${ms.v8Helpers.toFixed(0)}, libuv's pool ${ms.libuvPool.toFixed(0)}, other ${ms.other.toFixed(0)}`;
+}
 
 function threadKind(pid: number, tid: number, name: string): ThreadKind {
   if (tid === pid) return 'main';
@@ -51,15 +67,14 @@ export function cpuSecondsByThread(pid: number): Record<ThreadKind, number> {
       continue; // the thread ended meanwhile
     }
     const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    sums[threadKind(pid, Number(entry), name)] += (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+    sums[threadKind(pid, Number(entry), name)] += statCpuSeconds(stat);
   }
   return sums;
 }
 
 /** What each kind of thread used between two readings of cpuSecondsByThread (a thread that ended between them is not counted). */
 export function threadCpuBetween(before: Record<ThreadKind, number>, after: Record<ThreadKind, number>): Record<ThreadKind, number> {
-  return Object.fromEntries(Object.entries(after).map(([kind, seconds]) => [kind, Math.max(0, seconds - before[kind as ThreadKind])])) as Record<ThreadKind, number>;
+  return byThreadKind((kind) => Math.max(0, after[kind] - before[kind]));
 }
 
 /**

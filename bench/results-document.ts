@@ -6,6 +6,7 @@ import { batchingEngineSections } from './batching-engine-results.js';
 import type { BatchBenchResult, PairedChange } from './batch.js';
 import type { PrefixResult } from './prefix.js';
 import { CAPPED_HEAP_MIB, type Results, type Stored, resultsPath } from './results-store.js';
+import { threadFigures } from './measurements.js';
 import { schedulerSections } from './scheduler-results.js';
 import { smallBatchesSections } from './small-batches-results.js';
 import { postgresStoreSections } from './postgres-store-results.js';
@@ -408,9 +409,7 @@ function pairedSentence(rows: ReadonlyArray<BatchBenchResult>): string[] {
 function byThreadSentence(overhead: { small: BatchBenchResult; large: BatchBenchResult; previous?: { build: string; small: BatchBenchResult; large: BatchBenchResult } }): string[] {
   const of = (row: BatchBenchResult) => {
     const threads = row.cpuMsPerThousand?.spoolByThread;
-    if (!threads) return undefined;
-    const fixed = (value: number) => value.toFixed(0);
-    return `main thread ${fixed(threads.main)}, engine I/O thread ${fixed(threads.engineIo)}, V8's helper threads ${fixed(threads.v8Helpers)}, libuv's pool ${fixed(threads.libuvPool)}, other ${fixed(threads.other)}`;
+    return threads ? threadFigures(threads) : undefined;
   };
   const labelled: Array<[string, string | undefined]> = [
     ...[overhead.small, overhead.large].map((row): [string, string | undefined] => [`${row.lines.toLocaleString('en')} lines`, of(row)]),

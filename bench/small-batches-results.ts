@@ -1,6 +1,6 @@
 // Items 12 and 13's sections of bench/RESULTS.md: many small batches at once, and a service's
 // speed as it ages, each beside the previous build's.
-import { median } from './measurements.js';
+import { byThreadKind, median, threadFigures } from './measurements.js';
 import type { Results, ResultsFormat, Stored } from './results-store.js';
 import type { HistoryRun, SmallBatchesRound } from './small-batches.js';
 
@@ -108,8 +108,7 @@ function waveByThread(builds: Array<[string, SmallBatchesRound[] | undefined]>):
   const sentences = builds.flatMap(([name, rounds]) => {
     const measured = (rounds ?? []).map((round) => round.small.cpuByThread).filter((threads) => threads !== undefined);
     if (measured.length === 0) return [];
-    const of = (kind: keyof (typeof measured)[number]) => median(measured.map((threads) => threads[kind])).toFixed(0);
-    return [`${name}: main thread ${of('main')}, engine I/O thread ${of('engineIo')}, V8's helper threads ${of('v8Helpers')}, libuv's pool ${of('libuvPool')}, other ${of('other')}`];
+    return [`${name}: ${threadFigures(byThreadKind((kind) => median(measured.map((threads) => threads[kind]))))}`];
   });
   return sentences.length === 0 ? [] : [`**The wave's CPU by thread** (medians of the rounds, ms per 1,000 lines): ${sentences.join('; ')}.`, ''];
 }

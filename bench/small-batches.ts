@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import OpenAI, { toFile } from 'openai';
 import { stop } from '../test/support/processes.js';
 import { BENCH_JOB, BENCH_MODEL, benchJobEnv, spoolBatchOnEmbedded, startUpstream, writeBatchInput } from './batch.js';
-import { type ThreadKind, bytesWritten, cpuSeconds, cpuSecondsByThread, median, peakRssMiB, rssMiB, threadCpuBetween } from './measurements.js';
+import { type ThreadKind, byThreadKind, bytesWritten, cpuSeconds, cpuSecondsByThread, median, peakRssMiB, rssMiB, threadCpuBetween } from './measurements.js';
 import { startSpool } from './spool.js';
 
 /** Requests in flight at the upstream and Spool's ENGINE_CONCURRENCY: as the pure-overhead batch (2). */
@@ -151,7 +151,7 @@ async function wave(service: { url: string; pid: number; dataDir: string }, tag:
     validatedToEnded: median(spans.validatedToEnded),
     maxCreatedToEnded: Math.max(...spans.createdToEnded),
     cpuMsPerThousandLines: (cpu * 1000) / ((batches * lines) / 1000),
-    cpuByThread: Object.fromEntries(Object.entries(byThread).map(([kind, seconds]) => [kind, (seconds * 1000) / ((batches * lines) / 1000)])) as Record<ThreadKind, number>,
+    cpuByThread: byThreadKind((kind) => (byThread[kind] * 1000) / ((batches * lines) / 1000)),
     writtenKiBPerLine: written / 1024 / (batches * lines),
     rssMiB: rssMiB(service.pid),
   };
