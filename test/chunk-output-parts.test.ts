@@ -10,6 +10,7 @@ import { LineOutcomeLog } from '../src/application/line-outcomes.js';
 import { LocalBlobStore } from '../src/blob-store/local-blob-store.js';
 import { renderChunk } from '../src/domain/batch-output.js';
 import { chunkPartBlobKey, chunkPartsPrefix } from '../src/domain/blob-keys.js';
+import { JsonText } from '../src/domain/json-text.js';
 import type { LineOutcome } from '../src/domain/line-outcome.js';
 import { SqliteEventStore } from '../src/event-store/sqlite-event-store.js';
 import { FakeEngine } from './support/fake-engine.js';
@@ -66,6 +67,29 @@ describe('chunk output parts', () => {
       for (const line of lines(2)) unasked.add(completed(line));
       await unasked.close();
       expect(unasked.renderedParts()).toBeUndefined();
+    } finally {
+      await eventStore.close();
+    }
+  });
+
+  it("rendered from the log have the engine's bytes the run rendered, numbers written as the engine wrote them", async () => {
+    const directory = tempDir('chunk-parts-engine-bytes');
+    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
+    const outcomes = new LineOutcomeLog(eventStore);
+    const recording = new ChunkOutcomeRecording(outcomes, 'test');
+    // Answers as an engine writes them compact (the engine I/O thread keeps them so): JSON.stringify of their values differs.
+    const answered = (line: number): LineOutcome => {
+      const base = completed(line);
+      return { ...base, data: { ...base.data, body: new JsonText(`{"object":"list","data":[{"embedding":[1e-05,-0.0,${line}.50]}]}`) } } as LineOutcome;
+    };
+    try {
+      const run = await recording.begin({ batch_id: 'batch_p', chunk: 0, first_line: 0, lines: 3, start: 0, end: 100 } as ChunkRow, { renderParts: true });
+      for (const line of [2, 0, 1]) run.add(answered(line));
+      await run.close();
+      const output = run.renderedParts()!.output;
+      expect(output).toContain('"body":{"object":"list","data":[{"embedding":[1e-05,-0.0,1.50]}]}');
+      // What a finalizer renders from the log when the part is gone: the same bytes.
+      expect(renderChunk('batch_p', 'output', inLineOrder(await outcomes.read('batch_p', 0)))).toBe(output);
     } finally {
       await eventStore.close();
     }

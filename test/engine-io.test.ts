@@ -28,6 +28,12 @@ async function upstream(latencyMs: number, slots: number): Promise<string> {
 /** An answer as some engines write it: across lines, spaced, with escapes JSON.stringify does not make. */
 const PRETTY_ANSWER = '{\n  "id": "cmpl-1",\n  "model": "m",\n  "choices": [ { "message": { "role": "assistant", "content": "caf\\u00e9 \\/ 1.50" } } ],\n  "usage": { "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5 }\n}\n';
 
+/** Answers with no whitespace outside their strings, written otherwise than JSON.stringify would write them. */
+const COMPACT_ANSWERS = [
+  '{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1e-05,-0.0,1.50,2E3]}],"model":"m","usage":{"prompt_tokens":2,"total_tokens":2}}',
+  '{"id":"cmpl-2","choices":[{"message":{"role":"assistant","content":"caf\\u00e9, a \\"quoted\\" word \\\\ and more"}}],"usage":{"prompt_tokens":1,"completion_tokens":6,"total_tokens":7}}',
+];
+
 const chat = (content: string) => ({ endpoint: '/v1/chat/completions', body: { model: 'm', messages: [{ role: 'user', content }] } });
 
 /** Holds this process's event loop, as a burst of other work on it would. */
@@ -203,6 +209,9 @@ describe('exchanges with a server in this process', () => {
         } else if (request.url?.includes('/pretty')) {
           // An engine that writes its JSON across lines, with spacing and escapes of its own.
           response.writeHead(200, { 'content-type': 'application/json' }).end(PRETTY_ANSWER);
+        } else if (request.url?.includes('/compact')) {
+          // Compact as vLLM's and SGLang's servers write it, with numbers and escapes JSON.stringify would write otherwise.
+          response.writeHead(200, { 'content-type': 'application/json' }).end(COMPACT_ANSWERS[Number(new URL(request.url, 'http://x').searchParams.get('n'))]);
         } else if (request.url?.includes('/not-json')) {
           response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway\n');
         } else if (request.url?.includes('/busy')) {
@@ -229,12 +238,12 @@ describe('exchanges with a server in this process', () => {
     expect(received.at(-1)).toMatchObject({ authorization: 'Bearer engine-key', traceparent, 'content-type': 'application/json' });
   });
 
-  it("reads a batch line's answer on the I/O thread: its body comes back as compact JSON text with its usage, id and model; interactive answers come parsed", async () => {
+  it("reads a batch line's answer on the I/O thread: its body comes back as compact JSON text (the engine's own where it wrote it compact) with its usage, id and model; interactive answers come parsed", async () => {
     const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
     const batch = await replica.send({ endpoint: '/v1/pretty', body: { model: 'm' }, serviceClass: 'batch' });
     expect(batch.body).toBeInstanceOf(JsonText);
     const text = (batch.body as JsonText).text;
-    // What parsing and writing it out on the main loop gave before: the output file's bytes stay the same.
+    // Spaced across lines: written out again as JSON.stringify gives it, on one line.
     expect(text).toBe(JSON.stringify(JSON.parse(PRETTY_ANSWER)));
     expect(text).not.toContain('\n');
     expect(batch.bodyFields).toEqual({ usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }, id: 'cmpl-1', model: 'm' });
@@ -242,6 +251,13 @@ describe('exchanges with a server in this process', () => {
     const interactive = await replica.send({ endpoint: '/v1/pretty', body: { model: 'm' } });
     expect(interactive.body).toEqual(JSON.parse(PRETTY_ANSWER));
     expect(interactive.bodyFields).toBeUndefined();
+    // Written compact already: kept byte for byte (numbers and escapes as the engine wrote them), whitespace in strings or not.
+    for (const [n, answer] of COMPACT_ANSWERS.entries()) {
+      const compact = await replica.send({ endpoint: `/v1/compact?n=${n}`, body: { model: 'm' }, serviceClass: 'batch' });
+      expect((compact.body as JsonText).text).toBe(answer);
+      expect(answer).not.toBe(JSON.stringify(JSON.parse(answer)));
+      expect(compact.bodyFields).toMatchObject({ usage: JSON.parse(answer).usage });
+    }
     // Not JSON: the text as the engine sent it, as before.
     const notJson = await replica.send({ endpoint: '/v1/not-json', body: { model: 'm' }, serviceClass: 'batch' });
     expect(notJson).toMatchObject({ statusCode: 502, body: 'bad gateway\n' });

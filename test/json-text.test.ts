@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { outputLine } from '../src/domain/batch-output.js';
 import { JsonText } from '../src/domain/json-text.js';
-import { type LineCompletedData, type LineFailedData, lineOutcomeDataJson, lineOutcomeFields } from '../src/domain/line-outcome.js';
+import { type LineCompletedData, type LineFailedData, lineOutcomeDataJson, lineOutcomeFields, lineOutcomeFromText } from '../src/domain/line-outcome.js';
 
 // A batch line's answer travels as its JSON text (JsonText) from the engine I/O thread to the
 // outcome event and the output file line. Whatever it travels as, what is written must be what
@@ -51,5 +51,21 @@ describe('an answer carried as its JSON text', () => {
       // Earlier versions wrote the body before usage (and error): the fields before it are not all.
       expect(lineOutcomeFields('error' in data ? 'LineFailed' : 'LineCompleted', JSON.stringify(data))).toBeUndefined();
     }
+  });
+
+  it("renders a chunk read back from the log with the bytes it had as it ran, the engine's own way of writing numbers kept", () => {
+    // Compact as an engine wrote it; JSON.stringify of its value would give other bytes.
+    const engineText = '{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1e-05,-0.0,1.50]}],"usage":{"prompt_tokens":4,"total_tokens":4}}';
+    for (const data of [completed(new JsonText(engineText)), failed(new JsonText('{"error":{"message":"caf\\u00e9"}}'))]) {
+      const type = 'error' in data ? 'LineFailed' : 'LineCompleted';
+      const live = outputLine('batch_x', type === 'LineFailed' ? 'error' : 'output', data);
+      const readBack = lineOutcomeFromText(type, lineOutcomeDataJson(data)!);
+      expect(readBack?.body).toBeInstanceOf(JsonText);
+      expect(outputLine('batch_x', type === 'LineFailed' ? 'error' : 'output', readBack!)).toBe(live);
+      expect(live).toContain((data.body as JsonText).text);
+    }
+    // Written by JSON.stringify of parsed data (its body before usage), or unanswered: parse it all.
+    expect(lineOutcomeFromText('LineCompleted', JSON.stringify(completed({ a: 1 })))).toBeUndefined();
+    expect(lineOutcomeFromText('LineFailed', JSON.stringify(failed(null)))).toBeUndefined();
   });
 });

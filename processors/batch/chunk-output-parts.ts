@@ -4,13 +4,22 @@ import type { LineOutcomeLog } from '../../src/application/line-outcomes.js';
 import { type BlobStore, BlobNotFoundError } from '../../src/blob-store/blob-store.js';
 import { type OutputKind, renderChunk } from '../../src/domain/batch-output.js';
 import { chunkPartBlobKey, chunkPartsPrefix } from '../../src/domain/blob-keys.js';
-import type { LineCompletedData, LineFailedData } from '../../src/domain/line-outcome.js';
+import { type LineCompletedData, type LineFailedData, lineOutcomeFromText } from '../../src/domain/line-outcome.js';
 import type { RecordedEvent } from '../../src/event-store/event-store.js';
 import type { RenderedParts } from './chunk-outcome-recorder.js';
 
-/** A chunk's outcome events as outcomes, in line order. */
+/**
+ * A chunk's outcome events as outcomes, in line order. Where the log gives an event's JSON text,
+ * its body stays that text: rendered, it has the bytes it had as the chunk ran (and is not parsed).
+ */
 export function inLineOrder(events: readonly RecordedEvent[]): (LineCompletedData | LineFailedData)[] {
-  return events.map((event) => event.data as unknown as LineCompletedData | LineFailedData).sort((a, b) => a.line - b.line);
+  return events.map(outcomeOf).sort((a, b) => a.line - b.line);
+}
+
+function outcomeOf(event: RecordedEvent): LineCompletedData | LineFailedData {
+  const text = event.serializedData;
+  const type = event.type === 'LineFailed' ? 'LineFailed' : 'LineCompleted';
+  return (text === undefined ? undefined : lineOutcomeFromText(type, text)) ?? (event.data as unknown as LineCompletedData | LineFailedData);
 }
 
 /** A chunk as the parts need it: its batch, index and how many lines it has. */

@@ -1,4 +1,4 @@
-// A JSON value kept as its compact text (what JSON.stringify gives of it). Pure.
+// A JSON value kept as its compact text (no whitespace outside its strings). Pure.
 
 /**
  * A value carried as its JSON text rather than parsed: a batch line's answer, from the engine

@@ -109,7 +109,23 @@ const BODY_KEY = ',"body":';
  * first `,"body":` in the text is the body's key.
  */
 export function lineOutcomeFields(type: 'LineCompleted' | 'LineFailed', text: string): LineOutcomeFields | undefined {
+  return fieldsBeforeBody(type, text, text.indexOf(BODY_KEY));
+}
+
+/**
+ * An outcome's data from the JSON text lineOutcomeDataJson wrote, its body the text it was written
+ * with (a JsonText, as when it was recorded): a chunk rendered again from the log has the bytes it
+ * had when rendered as it ran, whatever the engine's way of writing numbers. Undefined for text of
+ * another layout (parse it all).
+ */
+export function lineOutcomeFromText(type: 'LineCompleted' | 'LineFailed', text: string): LineCompletedData | LineFailedData | undefined {
   const at = text.indexOf(BODY_KEY);
+  const fields = fieldsBeforeBody(type, text, at);
+  // The body is the data's last value (lineOutcomeDataJson), so it runs to the closing brace.
+  return fields && { ...fields, body: new JsonText(text.slice(at + BODY_KEY.length, -1)) };
+}
+
+function fieldsBeforeBody(type: 'LineCompleted' | 'LineFailed', text: string, at: number): LineOutcomeFields | undefined {
   if (at < 0) return undefined;
   let fields: Partial<LineFailedData>;
   try {

@@ -45,9 +45,11 @@ export interface ExchangeRequest {
 }
 
 /**
- * An answer read on this thread: its body as compact JSON text (what JSON.stringify gives of the
- * parsed body, so the output file's bytes are what they would be had the main loop parsed it) and
- * the few fields the main loop needs of it, copied over instead of the whole parsed body.
+ * An answer read on this thread: its body as compact JSON text (no whitespace outside its
+ * strings, so it fits on one line of an output file) and the few fields the main loop needs of
+ * it, copied over instead of the whole parsed body. An answer the engine wrote compact already
+ * (vLLM's and SGLang's servers do) is kept byte for byte, its numbers as the engine wrote them;
+ * any other is written out again as JSON.stringify gives it.
  */
 export interface AnswerDigest {
   readonly json: string;
@@ -316,8 +318,33 @@ function digestOf(text: string): AnswerDigest | undefined {
   }
   if (typeof body !== 'object' || body === null) return undefined;
   const fields = body as { usage?: unknown; id?: unknown; model?: unknown };
-  return { json: JSON.stringify(body), usage: fields.usage, id: fields.id, model: fields.model };
+  // Writing an embeddings answer out again (384 numbers) cost three times its parse.
+  return { json: compactJson(text) ? text : JSON.stringify(body), usage: fields.usage, id: fields.id, model: fields.model };
 }
+
+const WHITESPACE = /[ \t\n\r]/;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * Whether JSON text (JSON.parse took it) holds no whitespace outside its strings. Inside a string
+ * only a space can be (a raw tab or line break is not JSON), and most answers with any whitespace
+ * have it there (a chat answer's words): those are walked character by character.
+ */
+function compactJson(text: string): boolean {
+  if (!WHITESPACE.test(text)) return true;
+  let inString = false;
+  for (let at = 0; at < text.length; at++) {
+    const code = text.charCodeAt(at);
+    if (inString) {
+      if (code === BACKSLASH) at += 1;
+      else if (code === QUOTE) inString = false;
+    } else if (code === QUOTE) inString = true;
+    else if (code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09) return false;
+  }
+  return true;
+}
+
 
 port.on('message', (messages: ToEngineIo[]) => {
   const posted: Exchange[] = [];
