@@ -15,11 +15,14 @@ const MIB = 1024 * 1024;
 export const BENCH_MODEL = 'bench-model';
 export const BENCH_JOB = 'bench-job';
 
-/** Writes a batch input file of chat requests, one JSON line each, as they come; answers its size in bytes. */
-export async function writeBatchInput(path: string, requests: Iterable<{ custom_id: string; body: unknown }>): Promise<number> {
+/** The endpoints a benchmark batch is made for. */
+export type BenchEndpoint = '/v1/chat/completions' | '/v1/embeddings';
+
+/** Writes a batch input file of requests (chat unless told), one JSON line each, as they come; answers its size in bytes. */
+export async function writeBatchInput(path: string, requests: Iterable<{ custom_id: string; body: unknown }>, url: BenchEndpoint = '/v1/chat/completions'): Promise<number> {
   const out = createWriteStream(path);
   for (const { custom_id, body } of requests) {
-    const line = JSON.stringify({ custom_id, method: 'POST', url: '/v1/chat/completions', body });
+    const line = JSON.stringify({ custom_id, method: 'POST', url, body });
     if (!out.write(`${line}\n`)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
   }
   await new Promise((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve(undefined))));
@@ -75,6 +78,13 @@ export async function startUpstream(latencyMs: number, concurrency: number, poli
   };
 }
 
+/** An embeddings batch of one short sentence a line (about 150 bytes a line; the answers are about 8 KB). */
+function* shortEmbeddingRequests(lines: number): Generator<{ custom_id: string; body: unknown }> {
+  for (let index = 0; index < lines; index++) {
+    yield { custom_id: `request-${index}`, body: { model: BENCH_MODEL, input: `A sentence to embed about the number ${index} and what is true of it.` } };
+  }
+}
+
 /** One POST on a kept-alive connection; resolves with the status once the answer is parsed. */
 function post(agent: Agent, url: string, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -96,7 +106,7 @@ function post(agent: Agent, url: string, body: string): Promise<number> {
  * The baseline: a bare client loop sending every line's body straight to the upstream,
  * `concurrency` at a time, with node:http on kept-alive connections (the cheapest Node client).
  */
-async function bareLoop(upstream: string, bodies: readonly string[], concurrency: number): Promise<{ seconds: number; cpuSeconds: number }> {
+async function bareLoop(upstream: string, bodies: readonly string[], concurrency: number, endpoint: BenchEndpoint): Promise<{ seconds: number; cpuSeconds: number }> {
   const agent = new Agent({ keepAlive: true });
   let next = 0;
   let failed = 0;
@@ -106,7 +116,7 @@ async function bareLoop(upstream: string, bodies: readonly string[], concurrency
     Array.from({ length: concurrency }, async () => {
       while (next < bodies.length) {
         const body = bodies[next++]!;
-        if ((await post(agent, `${upstream}/v1/chat/completions`, body)) !== 200) failed += 1;
+        if ((await post(agent, `${upstream}${endpoint}`, body)) !== 200) failed += 1;
       }
     }),
   );
@@ -200,6 +210,8 @@ export async function spoolBatchOnEmbedded(dataDir: string, env: Record<string, 
 export interface BatchBenchResult {
   rounds: number;
   lines: number;
+  /** Absent: chat completions. */
+  endpoint?: BenchEndpoint;
   inputMiB: number;
   latencyMs: number;
   concurrency: number;
@@ -246,14 +258,17 @@ export async function benchBatch(options: {
   engineConcurrency?: number;
   /** Another built checkout of Spool to run instead of this one (BENCH_PREVIOUS_BUILD). */
   build?: string;
+  /** Embeddings lines instead of chat ones (on the embedded default). */
+  endpoint?: BenchEndpoint;
 }): Promise<BatchBenchResult> {
+  const endpoint = options.endpoint ?? '/v1/chat/completions';
   const work = mkdtempSync(join(tmpdir(), 'spool-bench-batch-'));
   const broker = options.kafka ? await startKafkaBroker({ dir: join(work, 'kafka') }) : undefined;
   const postgres = options.kafka && options.eventStore === 'postgres' ? await startPostgres('spool_bench_batch') : undefined;
   let spread: number[] = [];
   try {
     const input = join(work, 'input.jsonl');
-    const size = await writeBatchInput(input, shortChatRequests(options.lines));
+    const size = await writeBatchInput(input, endpoint === '/v1/embeddings' ? shortEmbeddingRequests(options.lines) : shortChatRequests(options.lines), endpoint);
     const bodies = readFileSync(input, 'utf8')
       .split('\n')
       .filter(Boolean)
@@ -269,7 +284,7 @@ export async function benchBatch(options: {
     for (let round = 0; round < options.rounds; round++) {
       const upstream = await startUpstream(options.latencyMs, options.concurrency);
       try {
-        const { seconds: bare, cpuSeconds: bareCpu } = await bareLoop(upstream.url, bodies, options.concurrency);
+        const { seconds: bare, cpuSeconds: bareCpu } = await bareLoop(upstream.url, bodies, options.concurrency, endpoint);
         baseline.push(bare);
         baselineCpu.push(bareCpu);
         const bareStats = await upstream.stats();
@@ -315,7 +330,7 @@ export async function benchBatch(options: {
           Object.assign(client.phases, database ? await postgresPhases(database) : logPhases(dataDir));
           run = { ...client, peakRssMiB: rss };
         } else {
-          run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines, options.build);
+          run = await spoolBatchOnEmbedded(dataDir, env, input, options.lines, options.build, endpoint);
         }
         const stats = await upstream.stats();
         if (stats.maxActive > options.concurrency || bareStats.maxActive > options.concurrency) throw new Error(`the upstream held ${stats.maxActive} requests at once`);
@@ -339,6 +354,7 @@ export async function benchBatch(options: {
     return {
       rounds: options.rounds,
       lines: options.lines,
+      ...(endpoint === '/v1/chat/completions' ? {} : { endpoint }),
       inputMiB: size / MIB,
       latencyMs: options.latencyMs,
       concurrency: options.concurrency,

@@ -16,12 +16,17 @@
 // from its admission (vLLM has them once its prefill ran, so requests admitted together all
 // miss), blocks of requests in service can be evicted, a fully cached prompt recomputes nothing,
 // and each request's prefill is charged on its own (no batching, no contention between them).
+// POST /v1/embeddings is answered the same way, with one 384-dimension vector an input (an
+// all-MiniLM-L6-v2's size: about 8 KB of JSON a line, what makes an embeddings line costlier to
+// carry than a chat line); the vectors are drawn once at start and handed out in turn, so the
+// upstream's own CPU per answer stays that of a chat answer.
 // GET /stats answers how many requests it served, the most it held in service at once, and the
 // latency (arrival to answer) per priority value, and with a prefix flag the prompt and cached
 // tokens; GET /metrics answers vLLM's load gauges;
 // GET /log the requests in the order they were started (admitted to service), each with its
 // priority and its first message's content, so tests can see which work overtook which.
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
+import { embeddingOf } from './embedding-vectors.js';
 import { serveOnLoopback } from './loopback-server.js';
 import { BLOCK_TOKENS, PrefixCache, blockIds, promptText, promptTokens } from './prefix-cache.js';
 
@@ -167,6 +172,19 @@ function metrics(): string {
   );
 }
 
+/** Vectors as the JSON text of their numbers, drawn once: an answer only splices them in. */
+const VECTORS = Array.from({ length: 16 }, (_, index) => JSON.stringify(embeddingOf(`bench vector ${index}`)));
+
+function embeddingsAnswer(parsed: Parsed): string {
+  if (!parsed.ok) throw parsed.error;
+  const request = parsed.request as { model?: string; input?: unknown };
+  const inputs = Array.isArray(request.input) && typeof request.input[0] !== 'number' ? request.input : [request.input];
+  served += 1;
+  const data = inputs.map((_, index) => `{"object":"embedding","index":${index},"embedding":${VECTORS[(served + index) % VECTORS.length]}}`);
+  const tokens = inputs.reduce<number>((sum, input) => sum + Math.max(1, Math.ceil(String(input).length / 4)), 0);
+  return `{"object":"list","data":[${data.join(',')}],"model":${JSON.stringify(request.model ?? 'bench-model')},"usage":{"prompt_tokens":${tokens},"total_tokens":${tokens}}}`;
+}
+
 function answer(parsed: Parsed, prompt: { tokens: number; cached: number } | undefined): string {
   if (!parsed.ok) throw parsed.error;
   const request = parsed.request as { model?: string; messages?: Array<{ content?: unknown }> };
@@ -217,7 +235,7 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
     const prompt = admitPrompt(parsed);
     const waitMs = latencyMs + (prompt && prompts ? ((prompt.tokens - prompt.cached) * prompts.prefillUsPerToken) / 1000 : 0);
     if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
-    const text = answer(parsed, prompt);
+    const text = request.url === '/v1/embeddings' ? embeddingsAnswer(parsed) : answer(parsed, prompt);
     response.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${served}` }).end(text);
     const values = latencies.get(priority) ?? [];
     values.push(performance.now() - arrivedAt);

@@ -77,26 +77,36 @@ export function writeResults(results: Results): void {
   }
 
   if (results.overhead) {
-    const { large, small } = results.overhead.data;
+    const { large, small, embeddings } = results.overhead.data;
+    const overheadRows = [small, large, ...(embeddings ? [embeddings] : [])];
     summary.push(`| 2. Pure overhead (embedded) | ${fixed(large.baselineLinesPerSecond, 0)} requests/s | ${fixed(large.spoolLinesPerSecond, 0)} lines/s | ${percent(large.ratio)} | ≥ 6,000 lines/s | ${met(large.spoolLinesPerSecond >= 6000)} |`);
     summary.push(
       `| 8. Peak RSS of a batch (embedded) | ${fixed(small.spoolPeakRssMiB, 0)} MiB (${small.lines.toLocaleString('en')} lines) | ${fixed(large.spoolPeakRssMiB, 0)} MiB (${large.lines.toLocaleString('en')} lines) | ${fixed(large.spoolPeakRssMiB / small.spoolPeakRssMiB, 2)}× | ≤ 160 MiB, within 10% | ${met(large.spoolPeakRssMiB <= 160 && large.spoolPeakRssMiB <= 1.1 * small.spoolPeakRssMiB)} |`,
     );
     const cpu = large.cpuMsPerThousand?.spool !== undefined ? large.cpuMsPerThousand : undefined;
     if (cpu) summary.push(`| 2b. CPU per line (chat, ${large.lines.toLocaleString('en')} lines) | ${fixed(cpu.baseline, 0)} ms per 1,000 requests | ${fixed(cpu.spool!, 0)} ms per 1,000 lines | ${fixed(cpu.spool! / cpu.baseline, 2)}× | ≤ 2.5× | ${met(cpu.spool! <= 2.5 * cpu.baseline)} |`);
+    const embeddingsCpu = embeddings?.cpuMsPerThousand?.spool !== undefined ? embeddings.cpuMsPerThousand : undefined;
+    if (embeddingsCpu) {
+      // The issue sets its target on chat lines and asks for this figure beside it.
+      const ratio = embeddingsCpu.spool! / embeddingsCpu.baseline;
+      summary.push(`| 2b. CPU per line (embeddings, ${embeddings!.lines.toLocaleString('en')} lines) | ${fixed(embeddingsCpu.baseline, 0)} ms per 1,000 requests | ${fixed(embeddingsCpu.spool!, 0)} ms per 1,000 lines | ${fixed(ratio, 2)}× | reported beside chat's | ${ratio <= 2.5 ? 'within chat\'s 2.5×' : '**over chat\'s 2.5×**'} |`);
+    }
     add([
       '## 2. Pure overhead: the same batch against an upstream that answers at once',
       '',
       when(results.overhead) + ` Median of ${large.rounds} rounds.`,
       '',
       `As in 1, with the upstream answering at once and ${large.concurrency} requests in flight (ENGINE_CONCURRENCY=${large.concurrency}): lines per second through the whole pipeline, upload to output downloaded. ` +
-        'The upstream, the service and the benchmark client share the machine\'s cores.',
+        'The upstream, the service and the benchmark client share the machine\'s cores.' +
+        (embeddings
+          ? ` The embeddings batch: ${embeddings.lines.toLocaleString('en')} lines of one short sentence each to /v1/embeddings, each answered with one 384-dimension vector (an all-MiniLM-L6-v2's size: about 8 KB of JSON a line, written compact as vLLM writes it), the bare loop parsing each answer as for chat.`
+          : ''),
       '',
       '| lines | bare loop | spool, end to end | spool / bare | target | upload | validation | run | finalize | download | spool peak RSS |',
       '|---|---|---|---|---|---|---|---|---|---|---|',
-      ...[small, large].map(
+      ...overheadRows.map(
         (row) =>
-          `| ${row.lines.toLocaleString('en')} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ≥ 6,000 lines/s | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
+          `| ${overheadLabel(row)} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ≥ 6,000 lines/s | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
       ),
       '',
       cpu && [
@@ -104,19 +114,19 @@ export function writeResults(results: Results): void {
         '',
         '| lines | bare loop, per 1,000 requests | spool, per 1,000 lines | spool / bare | target | |',
         '|---|---|---|---|---|---|',
-        ...[small, large].filter((row) => row.cpuMsPerThousand?.spool !== undefined).map(
-          (row) => `| ${row.lines.toLocaleString('en')} | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
+        ...overheadRows.filter((row) => row.cpuMsPerThousand?.spool !== undefined).map(
+          (row) => `| ${overheadLabel(row)} | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
         ),
         ...(results.overhead.data.previous
-          ? [results.overhead.data.previous.small, results.overhead.data.previous.large]
+          ? [results.overhead.data.previous.small, results.overhead.data.previous.large, ...(results.overhead.data.previous.embeddings ? [results.overhead.data.previous.embeddings] : [])]
               .filter((row) => row.cpuMsPerThousand?.spool !== undefined)
               .map(
                 (row) =>
-                  `| ${row.lines.toLocaleString('en')}, previous build (${results.overhead!.data.previous!.build}) | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
+                  `| ${overheadLabel(row)}, previous build (${results.overhead!.data.previous!.build}) | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
               )
           : []),
         '',
-        ...pairedSentence([small, large]),
+        ...pairedSentence(overheadRows),
         ...byThreadSentence(results.overhead.data),
       ].join('\n'),
       data('overhead', results.overhead),
@@ -232,7 +242,10 @@ export function writeResults(results: Results): void {
   if (results.upload || results.overhead || results.batch) {
     const lines: string[] = ['## 8. Memory', '', 'Peak RSS (VmHWM) of the service process, taken from the runs above.', '', '| run | size | spool peak RSS |', '|---|---|---|'];
     for (const row of results.upload?.data ?? []) lines.push(`| upload (3) | ${fixed(row.megabytes)} MiB file | ${fixed(row.spoolPeakRssMiB)} MiB |`);
-    if (results.overhead) for (const row of [results.overhead.data.small, results.overhead.data.large]) lines.push(`| batch, upstream answering at once (2) | ${row.lines.toLocaleString('en')} lines | ${fixed(row.spoolPeakRssMiB)} MiB |`);
+    if (results.overhead) {
+      const { small, large, embeddings } = results.overhead.data;
+      for (const row of [small, large, ...(embeddings ? [embeddings] : [])]) lines.push(`| batch, upstream answering at once (2) | ${overheadLabel(row)} lines | ${fixed(row.spoolPeakRssMiB)} MiB |`);
+    }
     const capped = results.overhead?.data.capped;
     if (capped) {
       for (const row of [capped.small, capped.large]) {
@@ -391,7 +404,7 @@ function pairedSentence(rows: ReadonlyArray<BatchBenchResult>): string[] {
   const parts = rows.flatMap((row) =>
     row.paired
       ? [
-          `${row.lines.toLocaleString('en')} lines: ${[row.paired.cpuPerLine && change('CPU per line', row.paired.cpuPerLine, row.paired.pairs), change('lines/s', row.paired.linesPerSecond, row.paired.pairs)].filter(Boolean).join(', ')}`,
+          `${overheadLabel(row)} lines: ${[row.paired.cpuPerLine && change('CPU per line', row.paired.cpuPerLine, row.paired.pairs), change('lines/s', row.paired.linesPerSecond, row.paired.pairs)].filter(Boolean).join(', ')}`,
         ]
       : [],
   );
@@ -406,15 +419,28 @@ function pairedSentence(rows: ReadonlyArray<BatchBenchResult>): string[] {
  * Section 2's CPU by kind of thread (stored since 2026-12-01): what the bare loop's own cost
  * compares with (the engine I/O thread, which makes the same HTTP exchanges) and what Spool adds.
  */
-function byThreadSentence(overhead: { small: BatchBenchResult; large: BatchBenchResult; previous?: { build: string; small: BatchBenchResult; large: BatchBenchResult } }): string[] {
+/** A section 2 row's size, and its kind where it is not chat. */
+function overheadLabel(row: BatchBenchResult): string {
+  return `${row.lines.toLocaleString('en')}${row.endpoint === '/v1/embeddings' ? ' embeddings' : ''}`;
+}
+
+function byThreadSentence(overhead: {
+  small: BatchBenchResult;
+  large: BatchBenchResult;
+  embeddings?: BatchBenchResult;
+  previous?: { build: string; small: BatchBenchResult; large: BatchBenchResult; embeddings?: BatchBenchResult };
+}): string[] {
   const of = (row: BatchBenchResult) => {
     const threads = row.cpuMsPerThousand?.spoolByThread;
     return threads ? threadFigures(threads) : undefined;
   };
   const labelled: Array<[string, string | undefined]> = [
-    ...[overhead.small, overhead.large].map((row): [string, string | undefined] => [`${row.lines.toLocaleString('en')} lines`, of(row)]),
+    ...[overhead.small, overhead.large, ...(overhead.embeddings ? [overhead.embeddings] : [])].map((row): [string, string | undefined] => [`${overheadLabel(row)} lines`, of(row)]),
     ...(overhead.previous
-      ? [overhead.previous.small, overhead.previous.large].map((row): [string, string | undefined] => [`${row.lines.toLocaleString('en')} lines, previous build (${overhead.previous!.build})`, of(row)])
+      ? [overhead.previous.small, overhead.previous.large, ...(overhead.previous.embeddings ? [overhead.previous.embeddings] : [])].map((row): [string, string | undefined] => [
+          `${overheadLabel(row)} lines, previous build (${overhead.previous!.build})`,
+          of(row),
+        ])
       : []),
   ];
   const rows = labelled.filter((row): row is [string, string] => row[1] !== undefined);

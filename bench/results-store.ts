@@ -27,7 +27,8 @@ export interface Stored<T> {
 export interface Results {
   upload?: Stored<UploadResult[]>;
   validation?: Stored<ValidationResult>;
-  overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult }; previous?: { build: string; large: BatchBenchResult; small: BatchBenchResult } }>;
+  /** `embeddings`: the large batch's lines as embeddings requests (stored since 2026-12-01). */
+  overhead?: Stored<{ large: BatchBenchResult; small: BatchBenchResult; embeddings?: BatchBenchResult; capped?: { large: BatchBenchResult; small: BatchBenchResult }; previous?: { build: string; large: BatchBenchResult; small: BatchBenchResult; embeddings?: BatchBenchResult } }>;
   replay?: Stored<ReplayResult>;
   batch?: Stored<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }>;
   kafka?: Stored<BatchBenchResult & { previous?: BatchBenchResult & { build: string } }>;

@@ -116,13 +116,15 @@ try {
     // per line beside this build's, each against the bare loop of its own round's minutes).
     const { previous: smallBefore, ...small } = await besidePreviousBuild({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds });
     const { previous: largeBefore, ...large } = await besidePreviousBuild({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, keepLog });
+    // The same number of embeddings lines (answers of about 8 KB against a chat answer's 300 bytes).
+    const { previous: embeddingsBefore, ...embeddings } = await besidePreviousBuild({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds, endpoint: '/v1/embeddings' });
     // Memory (8): the same two batches once more with the heap held to 64 MiB, to tell what a batch
     // needs from what the runtime keeps because it may.
     const capped = { NODE_OPTIONS: `--max-old-space-size=${CAPPED_HEAP_MIB}` };
     const cappedSmall = await benchBatch({ lines: 5_000, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, spoolEnv: capped });
     const cappedLarge = await benchBatch({ lines: BATCH_LINES, latencyMs: 0, concurrency: OVERHEAD_CONCURRENCY, rounds: 1, spoolEnv: capped });
-    const before = smallBefore && largeBefore ? { build: smallBefore.build, small: smallBefore, large: largeBefore } : undefined;
-    log('overhead', (results.overhead = stamp({ large, small, capped: { small: cappedSmall, large: cappedLarge }, ...(before ? { previous: before } : {}) })).data);
+    const before = smallBefore && largeBefore ? { build: smallBefore.build, small: smallBefore, large: largeBefore, ...(embeddingsBefore ? { embeddings: embeddingsBefore } : {}) } : undefined;
+    log('overhead', (results.overhead = stamp({ large, small, embeddings, capped: { small: cappedSmall, large: cappedLarge }, ...(before ? { previous: before } : {}) })).data);
   }
   if (selected.has('replay')) {
     // The log of a completed 50,000-line batch: the pure-overhead run's, or one made now.
