@@ -16,6 +16,12 @@ export function writeResults(results: Results): void {
   const fixed = (value: number, digits = 1) => (digits === 0 && Math.abs(value) >= 10_000 ? Math.round(value).toLocaleString('en') : value.toFixed(digits));
   const percent = (ratio: number) => `${fixed(ratio * 100, 0)}%`;
   const met = (ok: boolean) => (ok ? 'met' : '**missed**');
+  /** A section 2 row's CPU ratio, target and verdict: the target is set on chat lines; embeddings are measured beside them. */
+  const cpuRatioCells = (row: BatchBenchResult) => {
+    const ratio = row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline;
+    if (row.endpoint) return `${fixed(ratio, 2)}× | beside chat's ≤ 2.5× | ${ratio <= 2.5 ? "within chat's" : "**over chat's**"}`;
+    return `${fixed(ratio, 2)}× | ≤ 2.5× | ${met(ratio <= 2.5)}`;
+  };
   const when = (stored: Stored<unknown>) => `Measured ${stored.date} on ${stored.machine}.`;
   const data = (name: string, stored: Stored<unknown>) => `<!-- bench-data ${name} ${JSON.stringify(stored)} -->`;
 
@@ -106,7 +112,7 @@ export function writeResults(results: Results): void {
       '|---|---|---|---|---|---|---|---|---|---|---|',
       ...overheadRows.map(
         (row) =>
-          `| ${overheadLabel(row)} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ≥ 6,000 lines/s | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
+          `| ${overheadLabel(row)} | ${fixed(row.baselineLinesPerSecond, 0)} requests/s | ${fixed(row.spoolLinesPerSecond, 0)} lines/s | ${percent(row.ratio)} | ${row.endpoint ? 'none (chat\'s)' : '≥ 6,000 lines/s'} | ${fixed(row.phases.upload, 2)} s | ${fixed(row.phases.validate, 2)} s | ${fixed(row.phases.run, 2)} s | ${fixed(row.phases.finalize, 2)} s | ${fixed(row.phases.download, 2)} s | ${fixed(row.spoolPeakRssMiB, 0)} MiB |`,
       ),
       '',
       cpu && [
@@ -115,14 +121,14 @@ export function writeResults(results: Results): void {
         '| lines | bare loop, per 1,000 requests | spool, per 1,000 lines | spool / bare | target | |',
         '|---|---|---|---|---|---|',
         ...overheadRows.filter((row) => row.cpuMsPerThousand?.spool !== undefined).map(
-          (row) => `| ${overheadLabel(row)} | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
+          (row) => `| ${overheadLabel(row)} | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${cpuRatioCells(row)} |`,
         ),
         ...(results.overhead.data.previous
           ? [results.overhead.data.previous.small, results.overhead.data.previous.large, ...(results.overhead.data.previous.embeddings ? [results.overhead.data.previous.embeddings] : [])]
               .filter((row) => row.cpuMsPerThousand?.spool !== undefined)
               .map(
                 (row) =>
-                  `| ${overheadLabel(row)}, previous build (${results.overhead!.data.previous!.build}) | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool! / row.cpuMsPerThousand!.baseline, 2)}× | ≤ 2.5× | ${met(row.cpuMsPerThousand!.spool! <= 2.5 * row.cpuMsPerThousand!.baseline)} |`,
+                  `| ${overheadLabel(row)}, previous build (${results.overhead!.data.previous!.build}) | ${fixed(row.cpuMsPerThousand!.baseline, 0)} ms | ${fixed(row.cpuMsPerThousand!.spool!, 0)} ms | ${cpuRatioCells(row)} |`,
               )
           : []),
         '',
@@ -259,11 +265,14 @@ export function writeResults(results: Results): void {
       lines.push(`Uploads stream: from the ${fixed(upload[0]!.megabytes)} MiB file to the ${fixed(upload[1]!.megabytes)} MiB file, ten times the bytes, peak RSS changes by ${fixed(upload[1]!.spoolPeakRssMiB - upload[0]!.spoolPeakRssMiB)} MiB.`);
     }
     if (results.overhead) {
-      const { small, large } = results.overhead.data;
+      const { small, large, embeddings } = results.overhead.data;
       lines.push(
         `Batches: from ${small.lines.toLocaleString('en')} to ${large.lines.toLocaleString('en')} lines, ten times the lines, peak RSS changes by ${fixed(large.spoolPeakRssMiB - small.spoolPeakRssMiB)} MiB. ` +
           'A service process holds its heap to a small multiple of its live data (src/process/heap-policy.ts), and starts with a 2 MiB semi-space and one malloc arena (src/process/process-limits.ts); validation keeps 4 bytes a figure of each line (src/domain/uint32-list.ts); the runner keeps at most 32 lines of each running chunk waiting for an engine slot, ' +
-          "the finalizer copies the chunks' rendered parts through one buffer, and a download reuses its read buffers. What the peak is made of, and what was tried against it: bench/FINDINGS.md (memory).",
+          "the finalizer copies the chunks' rendered parts through one buffer, and a download reuses its read buffers. What the peak is made of, and what was tried against it: bench/FINDINGS.md (memory)." +
+          (embeddings
+            ? ` The ${embeddings.lines.toLocaleString('en')}-line embeddings batch of section 2 (answers of about 8 KB, against 300 bytes) peaks at ${fixed(embeddings.spoolPeakRssMiB)} MiB: item 8's bound is set on chat lines; what the larger answers hold is in bench/FINDINGS.md (2026-12-01, afternoon).`
+            : ''),
       );
       if (capped) {
         lines.push(
