@@ -211,7 +211,9 @@ describe('exchanges with a server in this process', () => {
           response.writeHead(200, { 'content-type': 'application/json' }).end(PRETTY_ANSWER);
         } else if (request.url?.includes('/compact')) {
           // Compact as vLLM's and SGLang's servers write it, with numbers and escapes JSON.stringify would write otherwise.
-          response.writeHead(200, { 'content-type': 'application/json' }).end(COMPACT_ANSWERS[Number(new URL(request.url, 'http://x').searchParams.get('n'))]);
+          // The second with a closing line break, as some servers end an answer.
+          const n = Number(new URL(request.url, 'http://x').searchParams.get('n'));
+          response.writeHead(200, { 'content-type': 'application/json' }).end(`${COMPACT_ANSWERS[n]}${n === 1 ? '\r\n' : ''}`);
         } else if (request.url?.includes('/not-json')) {
           response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway\n');
         } else if (request.url?.includes('/busy')) {

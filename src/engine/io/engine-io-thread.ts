@@ -318,8 +318,10 @@ function digestOf(text: string): AnswerDigest | undefined {
   }
   if (typeof body !== 'object' || body === null) return undefined;
   const fields = body as { usage?: unknown; id?: unknown; model?: unknown };
-  // Writing an embeddings answer out again (384 numbers) cost three times its parse.
-  return { json: compactJson(text) ? text : JSON.stringify(body), usage: fields.usage, id: fields.id, model: fields.model };
+  // Writing an embeddings answer out again (384 numbers) cost three times its parse. Whitespace
+  // around the value (a server's closing line break) is all JSON.parse allows outside it: trimmed.
+  const trimmed = text.trim();
+  return { json: compactJson(trimmed) ? trimmed : JSON.stringify(body), usage: fields.usage, id: fields.id, model: fields.model };
 }
 
 const WHITESPACE = /[ \t\n\r]/;
