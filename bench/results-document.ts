@@ -424,15 +424,15 @@ function pairedSentence(rows: ReadonlyArray<BatchBenchResult>): string[] {
   ];
 }
 
-/**
- * Section 2's CPU by kind of thread (stored since 2026-12-01): what the bare loop's own cost
- * compares with (the engine I/O thread, which makes the same HTTP exchanges) and what Spool adds.
- */
 /** A section 2 row's size, and its kind where it is not chat. */
 function overheadLabel(row: BatchBenchResult): string {
   return `${row.lines.toLocaleString('en')}${row.endpoint === '/v1/embeddings' ? ' embeddings' : ''}`;
 }
 
+/**
+ * Section 2's CPU by kind of thread (stored since 2026-12-01): what the bare loop's own cost
+ * compares with (the engine I/O thread, which makes the same HTTP exchanges) and what Spool adds.
+ */
 function byThreadSentence(overhead: {
   small: BatchBenchResult;
   large: BatchBenchResult;
