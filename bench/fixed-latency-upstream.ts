@@ -181,7 +181,7 @@ function embeddingsAnswer(parsed: Parsed): string {
   const inputs = Array.isArray(request.input) && typeof request.input[0] !== 'number' ? request.input : [request.input];
   served += 1;
   const data = inputs.map((_, index) => `{"object":"embedding","index":${index},"embedding":${VECTORS[(served + index) % VECTORS.length]}}`);
-  const tokens = inputs.reduce<number>((sum, input) => sum + Math.max(1, Math.ceil(String(input).length / 4)), 0);
+  const tokens = inputs.reduce<number>((sum, input) => sum + Math.max(1, promptTokens(String(input))), 0);
   return `{"object":"list","data":[${data.join(',')}],"model":${JSON.stringify(request.model ?? 'bench-model')},"usage":{"prompt_tokens":${tokens},"total_tokens":${tokens}}}`;
 }
 
