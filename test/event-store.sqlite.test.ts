@@ -112,6 +112,50 @@ describe('the embedded event store on disk', () => {
     await store.close();
   });
 
+  it("hands its own commits to its readers as it wrote them, reads another process's from the file, and lets go of its own once every subscription has read them", async () => {
+    const path = join(tempDir('events-tail'), 'events.sqlite');
+    const store = new SqliteEventStore(path, { pollIntervalMs: 10 });
+    const other = new SqliteEventStore(path, { pollIntervalMs: 10 });
+    const event = (n: number) => ({ id: randomUUID(), type: 'Counted', data: { n }, metadata: { schemaVersion: 1 } });
+    // A subscription held on its first page: it has read nothing yet, so the store keeps what it commits.
+    let release: (() => void) | undefined;
+    const heard: number[] = [];
+    const subscription = store.subscribeToAll({}, async (events) => {
+      heard.push(...events.map((recorded) => recorded.data.n as number));
+      if (!release) await new Promise<void>((resolve) => (release = resolve));
+    });
+    await store.appendToStream('own', [event(1), event(2)]);
+    // Each row changed in the file behind the store's back shows where a read took it from.
+    const file = new Database(path);
+    const mark = () => file.prepare("UPDATE events SET data = json_set(data, '$.file', 1)").run();
+    mark();
+    const read = async () => (await store.readAll({ maxCount: 10 })).map((recorded) => ({ n: recorded.data.n, file: recorded.data.file === 1, position: recorded.position }));
+    expect((await read()).map(({ n, file }) => [n, file])).toEqual([[1, false], [2, false]]);
+    // Another process's commit after this one's: the tail, then the file for what follows it.
+    await other.appendToStream('theirs', [event(3)]);
+    mark();
+    expect((await read()).map(({ n, file }) => [n, file])).toEqual([[1, false], [2, false], [3, true]]);
+    // This process commits again after the other's: its tail starts again there, so a read from the start takes the file.
+    await store.appendToStream('own', [event(4)], { expectedRevision: 1n });
+    mark();
+    const all = await read();
+    expect(all.map(({ n, file }) => [n, file])).toEqual([[1, true], [2, true], [3, true], [4, true]]);
+    expect((await store.readAll({ after: all[2]!.position, maxCount: 10 })).map((recorded) => [recorded.data.n, recorded.data.file === 1])).toEqual([[4, false]]);
+    // Read through by the subscription: the store lets go of its rows, and reads them from the file.
+    await waitUntil(() => release !== undefined);
+    release!();
+    await waitUntil(() => heard.length === 4);
+    await store.appendToStream('own', [event(5)], { expectedRevision: 2n });
+    await waitUntil(() => heard.length === 5);
+    mark();
+    expect((await read()).map(({ n, file }) => [n, file])).toEqual([[1, true], [2, true], [3, true], [4, true], [5, true]]);
+    expect(heard).toEqual([1, 2, 3, 4, 5]);
+    file.close();
+    await subscription.stop();
+    await other.close();
+    await store.close();
+  });
+
   it("reads another process's event when woken, not at its next poll", async () => {
     const path = join(tempDir('events-wake'), 'events.sqlite');
     // A poll a minute apart, and other processes' commits not listened for: only wake() can bring the other connection's event in time.

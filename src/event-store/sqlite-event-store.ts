@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import { preparePrivateDatabaseFile } from '../platform/private-files.js';
 import { pollingSubscription } from './polling-subscription.js';
 import { SharedFileCommits } from './shared-file-commits.js';
+import { CommittedTail } from './committed-tail.js';
 import { RowRecordedEvent, sequencePosition } from './row-recorded-event.js';
 import { type EventRow, SqliteStreamAppender } from './sqlite-stream-append.js';
 import { type CommitToFlush, type FileSync, NO_BOUND, WriteAheadLogFlush } from './write-ahead-log-flush.js';
@@ -65,7 +66,10 @@ export class SqliteEventStore implements EventStore {
   readonly kind = 'embedded';
   private readonly db: Database.Database;
   private readonly appended = new EventEmitter();
-  private readonly subscriptions = new Set<Subscription>();
+  /** Each subscription, and the position it last read after (0: from the start). */
+  private readonly subscriptions = new Map<Subscription, { after: number }>();
+  /** This process's last commits, for its own readers (see CommittedTail). */
+  private readonly tail = new CommittedTail();
   private readonly statements;
   private readonly appender: SqliteStreamAppender;
   private queued: QueuedAppend[] = [];
@@ -168,6 +172,7 @@ export class SqliteEventStore implements EventStore {
     if (queued.length === 0) return;
     const settled: Array<{ result: AppendResult } | { error: unknown }> = [];
     let wrote = false;
+    const rows: EventRow[] = [];
     this.appender.beginCommit();
     // One commit, one time: its events all carry it.
     const recordedAt = Date.now();
@@ -179,6 +184,7 @@ export class SqliteEventStore implements EventStore {
               // In a savepoint of its own (SqliteStreamAppender).
               const outcome = this.appender.append(append.streamName, append.events, append.expected, recordedAt);
               wrote ||= outcome.wrote;
+              for (const row of outcome.rows) rows.push(row);
               settled.push({ result: outcome.result });
             } catch (error) {
               // SQLite may roll the whole transaction back on some errors (SQLITE_FULL, an I/O
@@ -193,6 +199,8 @@ export class SqliteEventStore implements EventStore {
       for (const append of queued) append.reject(error);
       return;
     }
+    // Read by this process's readers as any row is: once the flush has covered it (readAllSync's bound).
+    if (this.subscriptions.size > 0) this.tail.add(rows);
     const group: CommittedGroup = { appends: queued, settled, wrote, firstPosition: this.appender.firstWritten ?? 0 };
     if (this.flush) this.flush.committed(group);
     else this.durable([group]);
@@ -245,7 +253,14 @@ export class SqliteEventStore implements EventStore {
 
   private readAllSync(after: Position | undefined, maxCount: number): RecordedEvent[] {
     const from = after === undefined ? 0 : Number(after.commit);
-    return this.statements.readAll.all(from, this.flush?.readableThrough() ?? NO_BOUND, maxCount).map(toRecordedEvent);
+    const through = this.flush?.readableThrough() ?? NO_BOUND;
+    // This process's own commits are not read back from the file (see CommittedTail); what may
+    // follow them (another process's commits since) is.
+    const held = this.tail.after(from, through, maxCount);
+    if (held.length === 0) return this.statements.readAll.all(from, through, maxCount).map(toRecordedEvent);
+    const rows: EventRow[] = held;
+    if (held.length < maxCount) for (const row of this.statements.readAll.all(held[held.length - 1]!.position, through, maxCount - held.length)) rows.push(row);
+    return rows.map(toRecordedEvent);
   }
 
   /**
@@ -283,17 +298,29 @@ export class SqliteEventStore implements EventStore {
   }
 
   subscribeToAll(options: { after?: Position }, handler: EventBatchHandler): Subscription {
+    const reader = { after: options.after === undefined ? 0 : Number(options.after.commit) };
     const subscription: Subscription = pollingSubscription({
       after: options.after,
-      read: (after) => this.readPage(after, PAGE_SIZE),
+      read: (after) => {
+        reader.after = after === undefined ? 0 : Number(after.commit);
+        this.tail.readThrough(this.readThrough());
+        return this.readPage(after, PAGE_SIZE);
+      },
       handler,
       appended: this.appended,
       idleMs: this.pollIntervalMs,
       onStop: () => this.subscriptions.delete(subscription),
     });
-    this.subscriptions.add(subscription);
+    this.subscriptions.set(subscription, reader);
     if (this.watchOtherProcesses) this.commits.watch(() => this.otherProcessMayHaveCommitted());
     return subscription;
+  }
+
+  /** Where every subscription has read through. */
+  private readThrough(): number {
+    let through = Number.MAX_SAFE_INTEGER;
+    for (const reader of this.subscriptions.values()) through = Math.min(through, reader.after);
+    return through;
   }
 
   /** The marker moved: subscriptions read now if another connection committed (not where it was this one's own commit). */
@@ -311,7 +338,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.subscriptions].map((subscription) => subscription.stop()));
+    await Promise.all([...this.subscriptions.keys()].map((subscription) => subscription.stop()));
     // Appends asked for before close are committed and synced, not lost with the connection.
     this.commitQueued();
     await this.flush?.close();

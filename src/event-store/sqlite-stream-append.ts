@@ -20,6 +20,15 @@ export interface EventRow {
   recorded_at: number;
 }
 
+/** What one append did: its answer, whether it wrote, and the rows it inserted (none where it wrote none). */
+export interface StreamAppend {
+  readonly result: AppendResult;
+  readonly wrote: boolean;
+  readonly rows: readonly EventRow[];
+}
+
+const NO_ROWS: readonly EventRow[] = [];
+
 /**
  * Appends to one stream inside the embedded store's open transaction, each in a savepoint of its
  * own: the expected revision checked, the events inserted, and an append sent again answered as
@@ -28,7 +37,7 @@ export interface EventRow {
  */
 export class SqliteStreamAppender {
   private readonly statements;
-  private readonly appendInSavepoint: (streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) => { result: AppendResult; wrote: boolean };
+  private readonly appendInSavepoint: (streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number) => StreamAppend;
 
   /** See firstWritten. */
   private firstOfCommit: number | undefined;
@@ -67,7 +76,7 @@ export class SqliteStreamAppender {
   }
 
   /** One append in its savepoint; one with an event recorded before answers as that append did (or fails as a conflict). */
-  append(streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number): { result: AppendResult; wrote: boolean } {
+  append(streamName: string, events: readonly NewEvent[], expected: ExpectedRevision, recordedAt: number): StreamAppend {
     try {
       return this.appendInSavepoint(streamName, events, expected, recordedAt);
     } catch (error) {
@@ -75,7 +84,7 @@ export class SqliteStreamAppender {
       const replayed = this.replayedIfRecorded(streamName, events);
       // None recorded once the savepoint is undone: the append named one id twice.
       if (!replayed) throw error.cause;
-      return { result: replayed, wrote: false };
+      return { result: replayed, wrote: false, rows: NO_ROWS };
     }
   }
 
@@ -84,7 +93,7 @@ export class SqliteStreamAppender {
     events: readonly NewEvent[],
     expected: ExpectedRevision,
     recordedAt: number,
-  ): { result: AppendResult; wrote: boolean } {
+  ): StreamAppend {
     const last = this.statements.lastRevision.get(streamName)?.revision ?? null;
     const actual = last === null ? 'no_stream' : BigInt(last);
     const matches =
@@ -96,7 +105,7 @@ export class SqliteStreamAppender {
     // the event ids, not the revision, say whether it is the same append.
     if (!matches) {
       const replayed = this.replayedIfRecorded(streamName, events);
-      if (replayed) return { result: replayed, wrote: false };
+      if (replayed) return { result: replayed, wrote: false, rows: NO_ROWS };
       throw new WrongExpectedRevisionError(streamName, expected, actual);
     }
 
@@ -105,15 +114,19 @@ export class SqliteStreamAppender {
     // A group of line outcomes shares one metadata object: written out once for all of them.
     let metadataOf: unknown;
     let metadataText: string | undefined;
+    const rows: EventRow[] = [];
     try {
       for (const event of events) {
         if (metadataText === undefined || event.metadata !== metadataOf) {
           metadataOf = event.metadata;
           metadataText = JSON.stringify(event.metadata);
         }
-        const info = this.statements.insert.run(event.id, streamName, revision, event.type, event.serializedData ?? JSON.stringify(event.data), metadataText, recordedAt);
+        const data = event.serializedData ?? JSON.stringify(event.data);
+        const info = this.statements.insert.run(event.id, streamName, revision, event.type, data, metadataText, recordedAt);
         position = Number(info.lastInsertRowid);
         this.firstOfCommit ??= position;
+        // The row as the file now holds it: what a read of it would give (see CommittedTail).
+        rows.push({ position, event_id: event.id, stream_name: streamName, revision, type: event.type, data, metadata: metadataText, recorded_at: recordedAt });
         revision += 1;
       }
     } catch (error) {
@@ -123,7 +136,7 @@ export class SqliteStreamAppender {
       if (!isDuplicateEventId(error)) throw error;
       throw new RecordedBeforeSignal('an event id is recorded already', { cause: error });
     }
-    return { result: { nextExpectedRevision: BigInt(revision - 1), position: sequencePosition(position) }, wrote: true };
+    return { result: { nextExpectedRevision: BigInt(revision - 1), position: sequencePosition(position) }, wrote: true, rows };
   }
 
   /** The answer to an append whose events are recorded already; undefined where none of them is. */
