@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { physicalLines } from '../processors/batch/jsonl-lines.js';
+import { PhysicalLineSplitter, physicalLines } from '../processors/batch/jsonl-lines.js';
 
 /** The bytes handed over in pieces cut at the given offsets, as a stream's chunks would be. */
 async function* inPieces(bytes: Buffer, cuts: readonly number[]): AsyncGenerator<Buffer> {
@@ -47,5 +47,18 @@ describe('physical lines of a byte stream', () => {
       { number: 41, text: 'x', start: 1000, end: 1002 },
       { number: 42, text: 'y', start: 1002, end: 1004 },
     ]);
+  });
+
+  it('gives a line when asked, and is handed the next chunk only once the last has no whole line left', () => {
+    const lines = new PhysicalLineSplitter(7, 100);
+    lines.push(Buffer.from('a\nb'));
+    expect(() => lines.push(Buffer.from('x'))).toThrow(/before the last one was read through/);
+    expect(lines.next()).toEqual({ number: 7, text: 'a', start: 100, end: 102 });
+    expect(() => lines.finish()).toThrow(/before the last chunk was read through/);
+    expect(lines.next()).toBeUndefined();
+    lines.push(Buffer.from('c\n'));
+    expect(lines.next()).toEqual({ number: 8, text: 'bc', start: 102, end: 105 });
+    expect(lines.next()).toBeUndefined();
+    expect(lines.finish()).toBeUndefined();
   });
 });

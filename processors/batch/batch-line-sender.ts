@@ -36,12 +36,23 @@ export class BatchLineSender {
    * The line's outcome; undefined when the process stopped before the line was sent.
    * `admitted`: called once the engine gives the line a slot (or never, if it is not sent).
    */
-  async send(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
-    const request = JSON.parse(text) as LineRequest;
-    if (this.deps.processStopping()) return undefined;
+  send(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
+    let request: LineRequest;
+    try {
+      request = JSON.parse(text) as LineRequest;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (this.deps.processStopping()) return Promise.resolve(undefined);
     const tracing = this.deps.tracing ?? NO_TRACING;
-    // Without tracing, no span's attributes are made: every batch line passes here.
+    // Without tracing, no span's attributes are made, and infer's promise is the line's: no async
+    // frame of this method's own is kept for the line's whole wait and flight (every batch line passes here).
     if (tracing === NO_TRACING) return this.infer(batch, engine, line, request, undefined, admitted);
+    return this.tracedInfer(batch, engine, line, request, tracing, chunkSpan, admitted);
+  }
+
+  /** infer() inside the line's client span. */
+  private async tracedInfer(batch: BatchRow, engine: InferenceEngine, line: number, request: LineRequest, tracing: Tracing, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
     const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
     const operation = genAiOperation(batch.endpoint);
     // The GenAI semantic conventions' client span: one per line sent to an engine.

@@ -15,7 +15,7 @@ import { ChunkOutcomeRecording, type RenderedParts } from './chunk-outcome-recor
 import type { ChunkOutputParts } from './chunk-output-parts.js';
 import type { RenderedChunkHandoff } from './rendered-chunk-handoff.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../../src/observability/tracing.js';
-import { physicalLines } from './jsonl-lines.js';
+import { PhysicalLineSplitter } from './jsonl-lines.js';
 import { WaitingLines } from './waiting-lines.js';
 import { parseWorkRecord } from '../../src/domain/work-file.js';
 
@@ -194,11 +194,32 @@ export class BatchRunner {
     // A line that fails outright (not an engine's failure: those are outcomes) fails the chunk
     // once the lines already sent are over; it is held here meanwhile, not left unobserved.
     let failure: { error: unknown } | undefined;
+    // The chunk's lines taken one at a time from the bytes read (not an async iterator's promise a line).
+    const fromWorkFile = Boolean(batch.work_blob_key);
+    const lines = fromWorkFile ? new PhysicalLineSplitter() : new PhysicalLineSplitter(chunk.first_line, chunk.start);
+    const chunks = (source as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+    let read = false;
     try {
-      for await (const line of batch.work_blob_key ? workFileLines(source) : physicalLines(source, chunk.first_line, chunk.start)) {
+      for (;;) {
+        let physical = lines.next();
+        if (!physical) {
+          if (read) break;
+          const next = await chunks.next();
+          if (!next.done) {
+            lines.push(next.value);
+            continue;
+          }
+          read = true;
+          physical = lines.finish();
+          if (!physical) break;
+        }
         if (this.stopping || failure) break;
-        if (isBlank(line.text) || !recorder.awaits(line.number)) continue;
-        await waiting.room();
+        if (isBlank(physical.text)) continue;
+        // A work file's record names its input line.
+        const line = fromWorkFile ? parseWorkRecord(physical.text) : physical;
+        if ((fromWorkFile && isBlank(line.text)) || !recorder.awaits(line.number)) continue;
+        const room = waiting.room();
+        if (room) await room;
         if (this.stopping || failure) break;
         const leftQueue = waiting.enter();
         // The line leaves the queue in its own handlers, not a finally() of its own: one promise fewer a line.
@@ -234,9 +255,4 @@ export class BatchRunner {
   private async failBatch(batch: BatchRow, code: string, message: string): Promise<void> {
     await this.deps.batches.run(batch.id, { type: 'FailBatch', at: this.deps.clock.nowSeconds(), errors: [{ code, line: null, message, param: null }] }, { correlationId: CORRELATION });
   }
-}
-
-/** A chunk of a work file: each record names its input line. */
-async function* workFileLines(source: AsyncIterable<Buffer>): AsyncGenerator<{ number: number; text: string }> {
-  for await (const record of physicalLines(source)) if (!isBlank(record.text)) yield parseWorkRecord(record.text);
 }

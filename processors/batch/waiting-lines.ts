@@ -5,7 +5,12 @@ export class WaitingLines {
 
   constructor(private readonly limit: number) {}
 
-  async room(): Promise<void> {
+  /** Undefined where there is room now (every batch line asks: no promise made then); else resolves once there is. */
+  room(): Promise<void> | undefined {
+    return this.count >= this.limit ? this.untilRoom() : undefined;
+  }
+
+  private async untilRoom(): Promise<void> {
     while (this.count >= this.limit) await new Promise<void>((resolve) => (this.wake = resolve));
   }
 
