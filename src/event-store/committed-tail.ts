@@ -9,7 +9,7 @@ const MAX_DATA_CHARS = 8 * 1024 * 1024;
  * The rows this process committed last, as it inserted them, for its own readers (the projector,
  * the relay), which would otherwise read each event back from the file just after writing it:
  * a row's strings allocated again and kept until the page is handed on, which made the reads back
- * a sixth of what a batch line's main-thread objects left to the old generation.
+ * about a tenth of what a batch line's main-thread objects left to the old generation.
  *
  * The rows held have contiguous positions: a commit whose first position does not follow the last
  * row held (another process committed between) starts the tail again. So a range that begins in
