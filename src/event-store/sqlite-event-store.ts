@@ -258,9 +258,8 @@ export class SqliteEventStore implements EventStore {
     // follow them (another process's commits since) is.
     const held = this.tail.after(from, through, maxCount);
     if (held.length === 0) return this.statements.readAll.all(from, through, maxCount).map(toRecordedEvent);
-    const rows: EventRow[] = held;
-    if (held.length < maxCount) for (const row of this.statements.readAll.all(held[held.length - 1]!.position, through, maxCount - held.length)) rows.push(row);
-    return rows.map(toRecordedEvent);
+    if (held.length < maxCount) held.push(...this.statements.readAll.all(held[held.length - 1]!.position, through, maxCount - held.length));
+    return held.map(toRecordedEvent);
   }
 
   /**
