@@ -123,6 +123,25 @@ describe('batches through the official openai client', () => {
     expect(file.expires_at).toBe(file.created_at + 7200);
   });
 
+  it("sends each line's body to the engine as the input file holds it, and the job's model where a line names none", async () => {
+    // Written as no JSON.stringify writes: spaces, a number as 1.0, escapes a client chose.
+    const asWritten = '{ "model" : "tiny-chat", "messages": [ {"role": "user", "content": "caf\\u00e9 \\/ as written"} ], "temperature": 1.0 }';
+    const withoutModel = { messages: [{ role: 'user', content: 'no model named' }] };
+    const lines = [
+      `{"custom_id": "as-written", "method": "POST", "url": "/v1/chat/completions", "body": ${asWritten}}`,
+      JSON.stringify({ custom_id: 'no-model', method: 'POST', url: '/v1/chat/completions', body: withoutModel }),
+    ];
+    const input = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'bytes.jsonl'), purpose: 'batch' });
+    const created = await createBatch(client, { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: 'unlimited', job_id: JOB.job_id });
+    const done = await waitForStatus(client, created.id, ['completed', 'failed']);
+    expect(done.request_counts).toEqual({ completed: 2, failed: 0, total: 2 });
+    expect(engine.payloads).toContain(asWritten);
+    const sentWithModel = engine.payloads.map((payload) => JSON.parse(payload) as Record<string, unknown>).find((body) => JSON.stringify(body.messages) === JSON.stringify(withoutModel.messages));
+    expect(sentWithModel).toEqual({ ...withoutModel, model: 'tiny-chat' });
+    const output = await fileLines(client, done.output_file_id);
+    expect(output.map((line) => line.custom_id).sort()).toEqual(['as-written', 'no-model']);
+  });
+
   it('puts failing lines in the error file and in errors.data, retrying transient failures', async () => {
     const lines = [
       chatLine('ok-1', 'fine'),

@@ -6,12 +6,7 @@ import { ImageFetchError } from '../../src/engine/images/image-resolver.js';
 import type { BatchRow, BatchesQueries } from '../../projections/batches-projection.js';
 import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
 import { type BatchLine, answeredLine, unansweredLine } from './chunk-outcome-recorder.js';
-
-/** A batch line's request as the input file holds it. */
-interface LineRequest {
-  readonly custom_id: string;
-  readonly body: Record<string, unknown>;
-}
+import { type LineRequest, lineRequestOf } from './line-request.js';
 
 /**
  * Sends one batch line to its engine and says its outcome. The line is checked against the
@@ -39,7 +34,7 @@ export class BatchLineSender {
   send(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
     let request: LineRequest;
     try {
-      request = JSON.parse(text) as LineRequest;
+      request = lineRequestOf(text);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -90,22 +85,20 @@ export class BatchLineSender {
     let urgency = this.urgencies.get(batch);
     if (!urgency) this.urgencies.set(batch, (urgency = lineUrgency(batch)));
     try {
-      const response = await engine.infer({
-        endpoint: batch.endpoint,
-        // A copy only where the line names no model (most name one: the job's).
-        body: request.body.model === undefined || request.body.model === null ? { ...request.body, model: batch.model } : request.body,
-        // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
-        // this process is stopping) again once admitted.
-        withdraw: () => {
-          admitted();
-          return this.deps.processStopping() || this.stopped(subject) !== undefined;
-        },
-        serviceClass: urgency.serviceClass,
-        deadline: urgency.deadline,
-        fairnessKey: urgency.fairnessKey,
-        fairnessGroup: urgency.fairnessGroup,
-        traceparent,
-      });
+      const response = await engine.infer(
+        new LineEngineRequest(
+          batch,
+          request,
+          urgency,
+          // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
+          // this process is stopping) again once admitted.
+          () => {
+            admitted();
+            return this.deps.processStopping() || this.stopped(subject) !== undefined;
+          },
+          traceparent,
+        ),
+      );
       answered?.(response);
       return answeredLine(subject, response);
     } catch (error) {
@@ -160,4 +153,43 @@ function outcomeAttributes(outcome: LineOutcome, response: EngineResponse | unde
     ...(data.status_code !== null ? { 'http.response.status_code': data.status_code } : {}),
     ...(data.request_id !== null ? { 'spool.engine.request_id': data.request_id } : {}),
   };
+}
+
+/**
+ * A batch line's request to its engine. Its body is the line's: where the line's text can go out
+ * as written (LineRequest.bodyText) it is parsed only if something reads it (a class, so that
+ * no getter is made per line); a copy naming the job's model where the line names none.
+ */
+class LineEngineRequest implements EngineRequest {
+  readonly endpoint: string;
+  readonly bodyText: string | undefined;
+  // Own fields, not getters over the urgency: a request spread into a copy (the pool's, with
+  // another body) keeps them.
+  readonly serviceClass: LineUrgency['serviceClass'];
+  readonly deadline: number | undefined;
+  readonly fairnessKey: string | undefined;
+  readonly fairnessGroup: string | undefined;
+  private readonly line: LineRequest;
+  private readonly withModel: Record<string, unknown> | undefined;
+
+  constructor(
+    batch: BatchRow,
+    line: LineRequest,
+    urgency: LineUrgency,
+    readonly withdraw: () => boolean,
+    readonly traceparent: string | undefined,
+  ) {
+    this.endpoint = batch.endpoint;
+    this.line = line;
+    this.bodyText = line.bodyText;
+    this.withModel = line.bodyText === undefined && (line.body.model === undefined || line.body.model === null) ? { ...line.body, model: batch.model } : undefined;
+    this.serviceClass = urgency.serviceClass;
+    this.deadline = urgency.deadline;
+    this.fairnessKey = urgency.fairnessKey;
+    this.fairnessGroup = urgency.fairnessGroup;
+  }
+
+  get body(): Record<string, unknown> {
+    return this.withModel ?? this.line.body;
+  }
 }

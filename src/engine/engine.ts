@@ -8,6 +8,13 @@ export interface EngineRequest {
   /** The OpenAI path, e.g. /v1/chat/completions. */
   readonly endpoint: string;
   readonly body: Record<string, unknown>;
+  /**
+   * The body's JSON text, where `body` is this text parsed and may go to an engine as written: it
+   * asks for no stream (`stream`, `stream_options`). A batch line's body as its input holds it
+   * (sending it saves parsing it and writing it out again). A request made from this one with
+   * another body must leave it out.
+   */
+  readonly bodyText?: string | undefined;
   readonly signal?: AbortSignal;
   /**
    * Asked once the engine admits the request, just before it goes out: true withdraws it

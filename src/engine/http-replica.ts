@@ -95,7 +95,8 @@ export class HttpReplica implements Replica {
     if (onDelta && STREAMED_ENDPOINTS.has(request.endpoint)) return this.stream(request, onDelta);
     // Anything else is asked for whole (a stream asked for elsewhere is relayed as one piece).
     // Copied without them only where they are there: every batch line passes here.
-    const payload = JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
+    // A batch line's body as its input holds it, where it may go as written (EngineRequest.bodyText).
+    const payload = request.bodyText ?? JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
     const waitable = (request.serviceClass ?? 'interactive') !== 'interactive';
     const answer = await engineIo.post(this.agent, this.urlOf(request.endpoint), headers, payload, this.settings.timeoutMs, {

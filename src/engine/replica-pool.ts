@@ -211,12 +211,18 @@ export class ReplicaPool implements InferenceEngine {
         if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
         // Images are fetched only once the request holds a slot, and again on each attempt:
         // requests waiting for a slot (or backing off) hold no image in memory.
-        const resolved = this.images?.names(request.body) ? await this.images.resolve(request.body) : request.body;
+        // A body other than the request's, where one is made (read from the request's body only
+        // then: a batch line's may go out as its input's text, never parsed).
+        let body: Record<string, unknown> | undefined;
+        if (this.images?.namesIn(request)) {
+          const resolved = await this.images.resolve(request.body);
+          if (resolved !== request.body) body = resolved;
+        }
         const priority = member.replica.priorityFields(request, startedAt);
-        const body = priority ? { ...resolved, ...priority } : resolved;
+        if (priority) body = { ...(body ?? request.body), ...priority };
         // Held requests go out within the slots work that can wait may use.
         const gate = ahead > 0 ? { limit: Math.max(1, slotsForWaitingWork(limit, reserved)) } : undefined;
-        const response = await member.replica.send(body === request.body ? request : { ...request, body }, onDelta, gate);
+        const response = await member.replica.send(body ? { ...request, body, bodyText: undefined } : request, onDelta, gate);
         answered = true;
         engineLatencyMs = response.engineLatencyMs;
         sent = response.sent;

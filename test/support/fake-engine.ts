@@ -19,6 +19,8 @@ export class FakeEngine {
   readonly traceparents: Array<string | undefined> = [];
   /** The text of each inference request (its messages' contents joined by spaces), in arrival order. */
   readonly texts: string[] = [];
+  /** The body of each inference request as it came over the wire, in arrival order. */
+  readonly payloads: string[] = [];
   /** Requests received, per path. */
   readonly received = new Map<string, number>();
   inFlight = 0;
@@ -91,7 +93,9 @@ export class FakeEngine {
         await new Promise<void>((resolve) => request.socket.once('close', () => resolve()));
         return;
       }
-      const body = JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown>;
+      const payload = Buffer.concat(chunks).toString();
+      this.payloads.push(payload);
+      const body = JSON.parse(payload || '{}') as Record<string, unknown>;
       const text = textOf(body);
       this.texts.push(text);
       const slow = /\[slow:(\d+)\]/.exec(text);

@@ -72,6 +72,17 @@ export class ImageResolver {
     return Array.isArray(body.messages) && namesS3Image(body.messages);
   }
 
+  /**
+   * names() of the request's body, answered from its text where it has one and that text holds
+   * neither `s3:` nor a \u escape (so no string of it starts with s3://): a batch line's body is
+   * then not parsed for this.
+   */
+  namesIn(request: { readonly body: Record<string, unknown>; readonly bodyText?: string | undefined }): boolean {
+    const text = request.bodyText;
+    if (text !== undefined && !text.includes('s3:') && !text.includes('\\u')) return false;
+    return this.names(request.body);
+  }
+
   /** The request body with every s3:// image part replaced by a data URL. */
   async resolve(body: Record<string, unknown>): Promise<Record<string, unknown>> {
     if (!this.names(body)) return body;
