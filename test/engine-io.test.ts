@@ -185,6 +185,8 @@ describe('exchanges with a server in this process', () => {
   let server: Server;
   let url: string;
   const received: IncomingHttpHeaders[] = [];
+  /** The body of each request, as it arrived. */
+  const bodies: string[] = [];
   /** The `marker` of each request to /v1/ordered, in the order they arrived. */
   const arrived: string[] = [];
   /** Requests seen per connection: the second on any connection is dropped, as by a server that closed it while idle. */
@@ -202,6 +204,7 @@ describe('exchanges with a server in this process', () => {
       const chunks: Buffer[] = [];
       request.on('data', (chunk: Buffer) => chunks.push(chunk));
       request.on('end', () => {
+        bodies.push(Buffer.concat(chunks).toString());
         if (request.url?.includes('/ordered')) {
           const { marker, delayMs } = JSON.parse(Buffer.concat(chunks).toString()) as { marker: string; delayMs: number };
           arrived.push(marker);
@@ -238,6 +241,16 @@ describe('exchanges with a server in this process', () => {
     const response = await replica.send({ endpoint: '/v1/busy', body: { model: 'm' }, traceparent });
     expect(response).toMatchObject({ statusCode: 429, requestId: 'req_busy', retryAfterMs: 2000, body: { error: { message: 'busy' } } });
     expect(received.at(-1)).toMatchObject({ authorization: 'Bearer engine-key', traceparent, 'content-type': 'application/json' });
+  });
+
+  it("sends a body given as its text byte for byte, its length counted in bytes (not characters) by the connection's client", async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
+    const text = '{ "model": "m", "messages": [{"role": "user", "content": "café 😀 \\u00e9 1.0"}] }';
+    const response = await replica.send({ endpoint: '/v1/plain', body: JSON.parse(text) as Record<string, unknown>, bodyText: text, serviceClass: 'batch' });
+    expect(response.statusCode).toBe(200);
+    expect(bodies.at(-1)).toBe(text);
+    expect(received.at(-1)!['content-length']).toBe(String(Buffer.byteLength(text)));
+    expect(Buffer.byteLength(text)).toBeGreaterThan(text.length);
   });
 
   it("reads a batch line's answer on the I/O thread: its body comes back as compact JSON text (the engine's own where it wrote it compact) with its usage, id and model; interactive answers come parsed", async () => {

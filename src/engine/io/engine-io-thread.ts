@@ -20,7 +20,7 @@ export interface ExchangeRequest {
   readonly id: number;
   readonly agent: string;
   readonly url: string;
-  /** Without content-length: the thread counts the payload's bytes. */
+  /** Without content-length: undici counts the payload's bytes (it encodes a string body itself). */
   readonly headers: Record<string, string>;
   readonly payload: string;
   /** From the time it is sent (not while it is held). */
@@ -266,7 +266,9 @@ class Exchange {
     this.chunks.length = 0;
     let answering = false;
     poolFor(request.agent, target.origin).dispatch(
-      { origin: target.origin, path: target.path, method: 'POST', headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.payload)) }, body: request.payload },
+      // No content-length of ours: undici encodes a string body to bytes and writes their length
+      // (a copy of the headers and a count of the payload's bytes a request, for nothing).
+      { origin: target.origin, path: target.path, method: 'POST', headers: request.headers, body: request.payload },
       {
         onRequestStart: (controller) => {
           if (this.settled) controller.abort(new Error('the exchange was already settled'));
