@@ -156,6 +156,29 @@ describe('the embedded event store on disk', () => {
     await store.close();
   });
 
+  it("reads a page of any size that begins in its own commits and runs on in another process's", async () => {
+    const path = join(tempDir('events-tail-long'), 'events.sqlite');
+    const store = new SqliteEventStore(path, { pollIntervalMs: 10 });
+    // A subscription held on its first page, having read nothing yet: the store keeps its own commits for it.
+    let release: (() => void) | undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const subscription = store.subscribeToAll({}, () => held);
+    await store.appendToStream('own', [{ id: randomUUID(), type: 'Counted', data: { n: 0 }, metadata: { schemaVersion: 1 } }]);
+    // Another process commits 200,000 events after it, straight into the file.
+    const file = new Database(path);
+    const insert = file.prepare('INSERT INTO events (event_id, stream_name, revision, type, data, metadata, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
+    file.transaction(() => {
+      for (let n = 1; n <= 200_000; n++) insert.run(randomUUID(), 'theirs', n - 1, 'Counted', `{"n":${n}}`, '{"schemaVersion":1}', Date.now());
+    })();
+    file.close();
+    const page = await store.readAll({ maxCount: 250_000 });
+    expect(page).toHaveLength(200_001);
+    expect([page[0]!.data.n, page[1]!.data.n, page[200_000]!.data.n]).toEqual([0, 1, 200_000]);
+    release!();
+    await subscription.stop();
+    await store.close();
+  });
+
   it("reads another process's event when woken, not at its next poll", async () => {
     const path = join(tempDir('events-wake'), 'events.sqlite');
     // A poll a minute apart, and other processes' commits not listened for: only wake() can bring the other connection's event in time.

@@ -258,7 +258,8 @@ export class SqliteEventStore implements EventStore {
     // follow them (another process's commits since) is.
     const held = this.tail.after(from, through, maxCount);
     if (held.length === 0) return this.statements.readAll.all(from, through, maxCount).map(toRecordedEvent);
-    if (held.length < maxCount) held.push(...this.statements.readAll.all(held[held.length - 1]!.position, through, maxCount - held.length));
+    // One push a row: spread into push(), a read of some 150,000 rows or more overflows the stack (maxCount is the caller's).
+    if (held.length < maxCount) for (const row of this.statements.readAll.all(held[held.length - 1]!.position, through, maxCount - held.length)) held.push(row);
     return held.map(toRecordedEvent);
   }
 
