@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { findJsonMembers } from '../src/domain/json-members.js';
 import { lineRequestOf } from '../processors/batch/line-request.js';
+import { type EngineRequest, withBody } from '../src/engine/engine.js';
 
 // A batch line's body goes to its engine as the input file holds it, found in the line's text
 // without parsing it. What is found must be what JSON.parse reads, for every way of writing JSON.
@@ -72,5 +73,22 @@ describe("a batch line's request", () => {
 
   it('throws as JSON.parse does for a line that is not JSON', () => {
     expect(() => lineRequestOf('{"custom_id": "c", "body": {')).toThrow(SyntaxError);
+  });
+});
+
+describe('a request that goes out with another body', () => {
+  const bodyText = '{"model":"m","messages":[],"temperature":1.0}';
+  const request: EngineRequest = { endpoint: '/v1/chat/completions', body: JSON.parse(bodyText) as Record<string, unknown>, bodyText, serviceClass: 'batch', deadline: 5 };
+
+  it('is the request itself, its text kept, where nothing replaces its body or adds to it', () => {
+    expect(withBody(request, undefined, undefined)).toBe(request);
+    expect(withBody(request, request.body, undefined)).toBe(request);
+  });
+
+  it('is a copy without the text of the body it no longer carries, the rest of the request kept', () => {
+    const fetched = { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AA==' } }] }] };
+    expect(withBody(request, fetched, undefined)).toEqual({ ...request, body: fetched, bodyText: undefined });
+    expect(withBody(request, undefined, { priority: 3 })).toEqual({ ...request, body: { ...request.body, priority: 3 }, bodyText: undefined });
+    expect(withBody(request, fetched, { priority: 3 })).toEqual({ ...request, body: { ...fetched, priority: 3 }, bodyText: undefined });
   });
 });

@@ -12,7 +12,7 @@ export interface EngineRequest {
    * The body's JSON text, where `body` is this text parsed and may go to an engine as written: it
    * asks for no stream (`stream`, `stream_options`). A batch line's body as its input holds it
    * (sending it saves parsing it and writing it out again). A request made from this one with
-   * another body must leave it out.
+   * another body leaves it out (withBody).
    */
   readonly bodyText?: string | undefined;
   readonly signal?: AbortSignal;
@@ -31,6 +31,18 @@ export interface EngineRequest {
   readonly fairnessGroup?: string;
   /** W3C trace context of the call, sent on to an engine that takes HTTP requests. */
   readonly traceparent?: string;
+}
+
+/**
+ * The request as it goes out with `body` instead of its own (an image fetched into it) and
+ * `fields` added (an engine's priority hint); the request itself where there is neither, its
+ * body read only then (a batch line's may go out as its input's text, never parsed). A copy
+ * leaves `bodyText` out: that text is the request's own body, not the copy's.
+ */
+export function withBody(request: EngineRequest, body: Record<string, unknown> | undefined, fields: Record<string, unknown> | undefined): EngineRequest {
+  const replaced = body !== undefined && body !== request.body ? body : undefined;
+  if (!replaced && !fields) return request;
+  return { ...request, body: fields ? { ...(replaced ?? request.body), ...fields } : replaced!, bodyText: undefined };
 }
 
 export class RequestWithdrawnError extends Error {

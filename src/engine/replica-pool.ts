@@ -1,6 +1,6 @@
 import type { RequestOutcome } from './scheduling/capacity-window.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
-import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, StreamCutError } from './engine.js';
+import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, StreamCutError, withBody } from './engine.js';
 import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
 import type { Replica, ReplicaResponse } from './replica.js';
 import { ReplicaMember } from './replica-member.js';
@@ -211,18 +211,11 @@ export class ReplicaPool implements InferenceEngine {
         if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
         // Images are fetched only once the request holds a slot, and again on each attempt:
         // requests waiting for a slot (or backing off) hold no image in memory.
-        // A body other than the request's, where one is made (read from the request's body only
-        // then: a batch line's may go out as its input's text, never parsed).
-        let body: Record<string, unknown> | undefined;
-        if (this.images?.namesIn(request)) {
-          const resolved = await this.images.resolve(request.body);
-          if (resolved !== request.body) body = resolved;
-        }
-        const priority = member.replica.priorityFields(request, startedAt);
-        if (priority) body = { ...(body ?? request.body), ...priority };
+        const withImages = this.images?.namesIn(request) ? await this.images.resolve(request.body) : undefined;
+        const outgoing = withBody(request, withImages, member.replica.priorityFields(request, startedAt));
         // Held requests go out within the slots work that can wait may use.
         const gate = ahead > 0 ? { limit: Math.max(1, slotsForWaitingWork(limit, reserved)) } : undefined;
-        const response = await member.replica.send(body ? { ...request, body, bodyText: undefined } : request, onDelta, gate);
+        const response = await member.replica.send(outgoing, onDelta, gate);
         answered = true;
         engineLatencyMs = response.engineLatencyMs;
         sent = response.sent;
