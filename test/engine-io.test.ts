@@ -243,6 +243,22 @@ describe('exchanges with a server in this process', () => {
     expect(received.at(-1)).toMatchObject({ authorization: 'Bearer engine-key', traceparent, 'content-type': 'application/json' });
   });
 
+  it("sends a replica's own headers with each of its requests, once named on the way to the thread, beside requests with headers of their own", async () => {
+    const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000, apiKey: 'shared-key' });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const before = received.length;
+    // The first request carries the replica's headers whole, the second defines them, the rest name them; traced ones carry their own.
+    const sent = await Promise.all(
+      Array.from({ length: 6 }, (_, index) => replica.send({ endpoint: '/v1/plain', body: { model: 'm', index }, serviceClass: 'batch', ...(index % 3 === 2 ? { traceparent } : {}) })),
+    );
+    sent.push(await replica.send({ endpoint: '/v1/plain', body: { model: 'm', index: 6 }, serviceClass: 'batch' }));
+    expect(sent.map((response) => response.statusCode)).toEqual([200, 200, 200, 200, 200, 200, 200]);
+    const headers = received.slice(before);
+    expect(headers).toHaveLength(7);
+    for (const seen of headers) expect(seen).toMatchObject({ authorization: 'Bearer shared-key', 'content-type': 'application/json' });
+    expect(headers.filter((seen) => seen.traceparent === traceparent)).toHaveLength(2);
+  });
+
   it("sends a body given as its text byte for byte, its length counted in bytes (not characters) by the connection's client", async () => {
     const replica = new HttpReplica('r', 'openai', `${url}/v1`, { timeoutMs: 5000 });
     const text = '{ "model": "m", "messages": [{"role": "user", "content": "café 😀 \\u00e9 1.0"}] }';

@@ -3,11 +3,17 @@
 // the answers do not take the main event loop's time, and so that an exchange's latency is
 // measured on a loop that Spool's other work (projections, appends, the API) cannot delay.
 //
-// It imports nothing of the project's, and uses only TypeScript that Node can strip, so that it
-// also runs from its source when the service runs from src/ in the tests.
+// It imports nothing of the project's but its messages' wire format (exchange-wire.ts, loaded
+// from beside it), and uses only TypeScript that Node can strip, so that it also runs from its
+// source when the service runs from src/ in the tests.
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { parentPort } from 'node:worker_threads';
+import type { WireRecords } from './exchange-wire.js';
+
+// Compiled JavaScript beside this file, or its TypeScript source when this thread runs from src/
+// (a static import would name the compiled file's extension).
+const wire: typeof import('./exchange-wire.js') = await import(new URL(import.meta.url.endsWith('.ts') ? './exchange-wire.ts' : './exchange-wire.js', import.meta.url).href);
 
 // Only the connection pool of undici, not its index: the index loads fetch, WebSocket, caches and
 // mocks too, about 4 MiB of this thread's heap (of some 20 under load) for nothing used here.
@@ -136,14 +142,16 @@ function release(gate: Gate): void {
 }
 
 // Answers that complete in the same turn of this loop go back as one message.
-let outbox: FromEngineIo[] = [];
+let outbox: WireRecords = [];
 const flush = () => {
   const sending = outbox;
   outbox = [];
   port.postMessage(sending);
 };
 const answer = (message: FromEngineIo) => {
-  if (outbox.push(message) === 1) setImmediate(flush);
+  const first = outbox.length === 0;
+  wire.writeFromThread(outbox, message);
+  if (first) setImmediate(flush);
 };
 
 function targetOf(url: string): { origin: string; path: string } {
@@ -350,16 +358,18 @@ function compactJson(text: string): boolean {
 }
 
 
-port.on('message', (messages: ToEngineIo[]) => {
+const requests = new wire.ToThreadReader();
+
+port.on('message', (records: WireRecords) => {
   const posted: Exchange[] = [];
-  for (const message of messages) {
+  requests.read(records, (message) => {
     if (message.kind === 'post') {
       const exchange = new Exchange(message);
       exchanges.set(message.id, exchange);
       posted.push(exchange);
     } else if (message.kind === 'abort') exchanges.get(message.id)?.abort();
     else exchanges.get(message.id)?.withdraw();
-  }
+  });
   // Requests sent in one turn of this loop go out together: each went out with all of them in
   // flight. Counted one by one, the first of a burst looked sent with its limit far from full,
   // and the learned limit, which grows only on evidence that it was in use, grew a third slower

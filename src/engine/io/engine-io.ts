@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { RequestWithdrawnError } from '../engine.js';
-import type { ExchangeAnswer, FromEngineIo, ToEngineIo } from './engine-io-thread.js';
+import type { ExchangeAnswer, ToEngineIo } from './engine-io-thread.js';
+import { ToThreadWriter, type WireRecords, readFromThread } from './exchange-wire.js';
 
 export type { AnswerDigest, ExchangeAnswer } from './engine-io-thread.js';
 
@@ -59,7 +60,8 @@ export type ExchangeError = Error & { sent?: ExchangeSent };
 export class EngineIo {
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
-  private outbox: ToEngineIo[] = [];
+  private outbox: WireRecords = [];
+  private readonly writer = new ToThreadWriter();
   private nextId = 1;
   private withdrawals: NodeJS.Timeout | undefined;
 
@@ -86,12 +88,14 @@ export class EngineIo {
       this.pending.set(id, { resolve, reject, signal, onAbort, withdraw });
       if (this.pending.size === 1) this.thread().ref();
       if (withdraw) this.withdrawals ??= setInterval(() => this.checkWithdrawals(), WITHDRAW_CHECK_MS).unref();
-      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined, ...(options.digest ? { digest: true } : {}) });
+      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined, digest: options.digest === true });
     });
   }
 
   private send(message: ToEngineIo): void {
-    if (this.outbox.push(message) > 1) return;
+    const first = this.outbox.length === 0;
+    this.writer.write(this.outbox, message);
+    if (!first) return;
     // After the current run of callbacks and promise continuations: every request they made goes over together.
     process.nextTick(() => {
       const sending = this.outbox;
@@ -132,10 +136,12 @@ export class EngineIo {
     if (this.worker) return this.worker;
     // A small young generation: the thread's garbage is short-lived, and each isolate's default is sized for a whole process.
     const worker = new Worker(threadModule, { resourceLimits: { maxYoungGenerationSizeMb: 4 } });
-    worker.on('message', (answers: FromEngineIo[]) => {
-      for (const answer of answers) {
+    // A new thread knows none of the headers defined for one before it.
+    this.writer.reset();
+    worker.on('message', (records: WireRecords) => {
+      readFromThread(records, (answer) => {
         const pending = this.settled(answer.id);
-        if (!pending) continue;
+        if (!pending) return;
         if ('withdrawn' in answer) {
           pending.reject(new RequestWithdrawnError('withdrawn before it was sent'));
         } else if ('error' in answer) {
@@ -147,7 +153,7 @@ export class EngineIo {
         } else {
           pending.resolve(answer);
         }
-      }
+      });
     });
     const lost = (reason: string) => {
       if (this.worker !== worker) return;
