@@ -197,6 +197,10 @@ class Exchange {
   private timer: NodeJS.Timeout | undefined;
   private readonly request: ExchangeRequest;
   private readonly gate: Gate;
+  /** This dispatch may be sent again on a fresh connection (see onResponseError). */
+  private retryStale = true;
+  /** The server began its answer to this dispatch. */
+  private answering = false;
 
   constructor(request: ExchangeRequest) {
     this.request = request;
@@ -266,55 +270,62 @@ class Exchange {
     }
   }
 
+  /**
+   * The exchange is its own handler of undici's events (its methods below): no closures made per
+   * request for them.
+   */
   private dispatch(retryStale: boolean): void {
     const { request } = this;
     const target = targetOf(request.url);
     this.startedAt = performance.now();
     this.controller = undefined;
     this.chunks.length = 0;
-    let answering = false;
-    poolFor(request.agent, target.origin).dispatch(
-      // No content-length of ours: undici encodes a string body to bytes and writes their length
-      // (a copy of the headers and a count of the payload's bytes a request, for nothing).
-      { origin: target.origin, path: target.path, method: 'POST', headers: request.headers, body: request.payload },
-      {
-        onRequestStart: (controller) => {
-          if (this.settled) controller.abort(new Error('the exchange was already settled'));
-          else this.controller = controller;
-        },
-        onResponseStart: (_controller, statusCode, headers) => {
-          answering = true;
-          this.status = statusCode;
-          this.headers = headers;
-        },
-        onResponseData: (_controller, chunk) => {
-          this.chunks.push(chunk);
-        },
-        onResponseEnd: () => {
-          const retryAfter = this.headers['retry-after'];
-          const requestId = this.headers['x-request-id'];
-          const latencyMs = performance.now() - this.startedAt;
-          const text = Buffer.concat(this.chunks).toString('utf8');
-          const digest = request.digest ? digestOf(text) : undefined;
-          this.finish({
-            id: request.id,
-            status: this.status,
-            retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
-            requestId: typeof requestId === 'string' ? requestId : undefined,
-            text: digest ? '' : text,
-            ...(digest ? { digest } : {}),
-            latencyMs,
-            sent: this.sent!,
-          });
-        },
-        onResponseError: (_controller, error) => {
-          if (this.settled) return;
-          const code = (error as NodeJS.ErrnoException).code;
-          if (retryStale && !answering && code !== undefined && STALE_CONNECTION.has(code)) this.dispatch(false);
-          else this.finish(failure(request.id, error, this.sent));
-        },
-      },
-    );
+    this.retryStale = retryStale;
+    this.answering = false;
+    // No content-length of ours: undici encodes a string body to bytes and writes their length
+    // (a copy of the headers and a count of the payload's bytes a request, for nothing).
+    poolFor(request.agent, target.origin).dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: request.headers, body: request.payload }, this);
+  }
+
+  onRequestStart(controller: { abort(reason: Error): void }): void {
+    if (this.settled) controller.abort(new Error('the exchange was already settled'));
+    else this.controller = controller;
+  }
+
+  onResponseStart(_controller: unknown, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.answering = true;
+    this.status = statusCode;
+    this.headers = headers;
+  }
+
+  onResponseData(_controller: unknown, chunk: Buffer): void {
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const { request } = this;
+    const retryAfter = this.headers['retry-after'];
+    const requestId = this.headers['x-request-id'];
+    const latencyMs = performance.now() - this.startedAt;
+    const text = Buffer.concat(this.chunks).toString('utf8');
+    const digest = request.digest ? digestOf(text) : undefined;
+    this.finish({
+      id: request.id,
+      status: this.status,
+      retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+      requestId: typeof requestId === 'string' ? requestId : undefined,
+      text: digest ? '' : text,
+      digest,
+      latencyMs,
+      sent: this.sent!,
+    });
+  }
+
+  onResponseError(_controller: unknown, error: Error): void {
+    if (this.settled) return;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (this.retryStale && !this.answering && code !== undefined && STALE_CONNECTION.has(code)) this.dispatch(false);
+    else this.finish(failure(this.request.id, error, this.sent));
   }
 }
 
