@@ -114,7 +114,8 @@ export class BatchRunner {
     const renderParts = !batch.work_blob_key && (chunksOfBatch >= 2 ? this.deps.parts !== undefined : this.deps.renderedChunks !== undefined);
     let run: ChunkRun;
     try {
-      run = await this.runChunk(chunk, renderParts);
+      // Its place is given up once its lines are answered (release is called again here, to no effect).
+      run = await this.runChunk(chunk, renderParts, release);
     } finally {
       release();
     }
@@ -154,12 +155,13 @@ export class BatchRunner {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
   }
 
-  private async runChunk(chunk: ChunkRow, renderParts: boolean): Promise<ChunkRun> {
+  /** `linesDone`: called once the chunk has no line left to send or in flight, before its last outcomes are recorded. */
+  private async runChunk(chunk: ChunkRow, renderParts: boolean, linesDone: () => void): Promise<ChunkRun> {
     const span = (this.deps.tracing ?? NO_TRACING).startBatchSpan(chunk.batch_id, 'run chunk', {
       attributes: { 'spool.batch.id': chunk.batch_id, 'spool.batch.chunk': chunk.chunk, 'spool.batch.chunk.lines': chunk.lines },
     });
     try {
-      return await this.runChunkLines(chunk, span, renderParts);
+      return await this.runChunkLines(chunk, span, renderParts, linesDone);
     } catch (error) {
       span.fail(error instanceof Error ? error.message : String(error));
       throw error;
@@ -168,7 +170,7 @@ export class BatchRunner {
     }
   }
 
-  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan, renderParts: boolean): Promise<ChunkRun> {
+  private async runChunkLines(chunk: ChunkRow, chunkSpan: TraceSpan, renderParts: boolean, linesDone: () => void): Promise<ChunkRun> {
     const batch = this.deps.queries.get(chunk.batch_id);
     if (!batch || !batch.input_blob_key || !runsLines(batch.status)) return NOTHING_RECORDED;
     const recorder = await this.outcomes.begin(chunk, { renderParts, servedBy: servedByInOutput(batch.metadata) });
@@ -241,6 +243,10 @@ export class BatchRunner {
         );
       }
       await Promise.all(work);
+      // The engines are done with the chunk: the next may start while its last group is recorded
+      // (an append answered once the log's commit is flushed to disk). Held until then, a chunk of
+      // a small batch spent much of its place waiting on that flush, with nothing to send.
+      linesDone();
       if (failure) throw failure.error;
     } finally {
       source.destroy();

@@ -8,6 +8,7 @@ import type { Clock } from '../../src/platform/clock.js';
 import { loadConfig } from '../../src/config.js';
 import type { UploadLimits } from '../../src/domain/file.js';
 import type { Fleet } from '../../src/engine/fleet.js';
+import type { EventStore } from '../../src/event-store/event-store.js';
 import { type RunningService, startService } from '../../src/service.js';
 
 export const TEST_API_KEY = 'test-api-key-0123456789';
@@ -48,6 +49,8 @@ export interface TestServiceOptions {
   logger?: Logger;
   /** A fleet made by the test (replicas that misbehave on purpose) instead of the configured one. */
   fleet?: Fleet;
+  /** An event store made by the test (one that holds some appends back, say) instead of the data directory's. */
+  eventStore?: EventStore;
 }
 
 /** A service running every role in one process: it has every part. */
@@ -71,6 +74,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.limits ? { limits: options.limits } : {}),
     ...(options.fleet ? { fleet: options.fleet } : {}),
+    ...(options.eventStore ? { eventStore: options.eventStore } : {}),
   });
   await waitUntilReady(service.url);
   const { readModels, projector, fleet, sweeper } = service;
