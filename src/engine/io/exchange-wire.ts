@@ -50,7 +50,9 @@ export class ToThreadWriter {
     else if (message.kind === 'withdraw') records.push(WITHDRAW, message.id);
     else {
       const gate = message.gate;
-      records.push(POST, message.id, message.agent, message.url, this.headersOf(records, message.headers), message.payload, message.timeoutMs, gate?.limit, gate?.urgent, message.counted, message.digest === true);
+      // Before the post's record: where its headers are defined now, that record must come first.
+      const headers = this.headersOf(records, message.headers);
+      records.push(POST, message.id, message.agent, message.url, headers, message.payload, message.timeoutMs, gate?.limit, gate?.urgent, message.counted, message.digest === true);
     }
   }
 
