@@ -46,8 +46,8 @@ describe('the embedded event store on disk', () => {
     const results = await Promise.allSettled(appends);
     expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
     expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ name: 'WrongExpectedRevisionError' });
-    // The repeat is answered as the first (idempotent), and one commit holds all of them.
-    expect((results[3] as PromiseFulfilledResult<unknown>).value).toEqual((results[2] as PromiseFulfilledResult<unknown>).value);
+    // The repeat is answered as the first (idempotent) and says it was one; one commit holds all of them.
+    expect((results[3] as PromiseFulfilledResult<unknown>).value).toEqual({ ...(results[2] as PromiseFulfilledResult<object>).value, repeated: true });
     const all = await store.readAll({ maxCount: 10 });
     expect(all.map((recorded) => recorded.type)).toEqual(['B0', 'A0', 'A1', 'C0', 'C1']);
     expect(new Set(all.slice(1).map((recorded) => recorded.recordedAt)).size).toBe(1);
@@ -76,7 +76,7 @@ describe('the embedded event store on disk', () => {
     expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected', 'fulfilled', 'fulfilled']);
     expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_CONSTRAINT_UNIQUE' });
     expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ name: 'IdempotencyConflictError' });
-    expect((results[2] as PromiseFulfilledResult<unknown>).value).toEqual(first);
+    expect((results[2] as PromiseFulfilledResult<unknown>).value).toEqual({ ...first, repeated: true });
     expect((await store.readAll({ maxCount: 10 })).map((recorded) => recorded.type)).toEqual(['H0', 'O0']);
     await store.close();
   });

@@ -66,6 +66,60 @@ describe('line outcomes', () => {
     await store.close();
   });
 
+  for (const storeTells of [true, false]) {
+    it(`counts none of a group as its own when another writer records the same lines between its read and its append${storeTells ? '' : ' (a store that cannot say an append was a repeat)'}`, async () => {
+      const path = join(tempDir('outcomes-repeat'), 'events.sqlite');
+      const storeA = new SqliteEventStore(path);
+      const storeB = new SqliteEventStore(path);
+      const a = new LineOutcomeLog(storeA);
+      // B's store: its next read of the chunk ends only after A has recorded lines 3 and 4, so
+      // B's append of the same lines expects the revision A's append took, and its events' ids
+      // (derived from batch and line) are A's.
+      let raceNextRead = false;
+      const raced = new Proxy(storeB, {
+        get(target, key, receiver) {
+          if (key === 'readStream') {
+            return async function* (stream: string, options?: { fromRevision?: bigint }) {
+              yield* target.readStream(stream, options);
+              if (!raceNextRead) return;
+              raceNextRead = false;
+              expect(await a.record('batch_x', 0, [outcome(3, 'a'), outcome(4, 'a')], 'test')).toBe(2);
+            };
+          }
+          if (key === 'appendToStream' && !storeTells) {
+            return async (...args: Parameters<SqliteEventStore['appendToStream']>) => {
+              const { repeated: _repeated, ...answer } = await target.appendToStream(...args);
+              return answer;
+            };
+          }
+          const value = Reflect.get(target, key, receiver) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const recordedByB: number[] = [];
+      const b = new LineOutcomeLog(raced, (_batch, outcomes) => recordedByB.push(...outcomes.map((one) => one.data.line)));
+      expect(await a.record('batch_x', 0, [outcome(1, 'a'), outcome(2, 'a')], 'test')).toBe(2);
+      expect(await b.record('batch_x', 0, [outcome(5, 'b')], 'test')).toBe(1);
+      raceNextRead = true;
+      expect(await b.record('batch_x', 0, [outcome(3, 'b'), outcome(4, 'b')], 'test')).toBe(0);
+      expect(raceNextRead).toBe(false);
+      // B goes on recording after the lines it lost, and counts only its own.
+      expect(await b.record('batch_x', 0, [outcome(4, 'b'), outcome(6, 'b')], 'test')).toBe(1);
+      expect(recordedByB).toEqual([5, 6]);
+      const held = (await a.read('batch_x', 0)).map((event) => [(event.data as { line: number }).line, (event.data as { request_id: string }).request_id]);
+      expect(held).toEqual([
+        [1, 'a'],
+        [2, 'a'],
+        [5, 'b'],
+        [3, 'a'],
+        [4, 'a'],
+        [6, 'b'],
+      ]);
+      await storeA.close();
+      await storeB.close();
+    });
+  }
+
   it('gives each line a UUID of its own that sorts by line within its batch', () => {
     const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
     const lines = [0, 1, 9, 10, 255, 256, 4095, 49_999, 2 ** 32 - 1];

@@ -163,7 +163,9 @@ async function appendAfter<State, Event extends DomainEvent>(
   const appended = await store.appendToStream(streamName, newEvents(events, options), { expectedRevision: decidedOn.revision ?? 'no_stream' });
   const next = events.reduce(decider.evolve, decidedOn.state);
   const landed = appended.nextExpectedRevision === (decidedOn.revision ?? -1n) + BigInt(events.length);
-  if (landed) statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
+  // An append answered as a repeat landed there too, but as another writer's perhaps (the same
+  // derived ids, other data): the state it made is read from the stream next time, not kept.
+  if (landed && appended.repeated !== true) statesOf(store).keep(streamName, decider, next, appended.nextExpectedRevision);
   return { appended, next, landed };
 }
 

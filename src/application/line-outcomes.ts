@@ -1,6 +1,6 @@
 import { batchLinesStreamName } from '../domain/stream-names.js';
 import { type EventStore, IdempotencyConflictError, type NewEvent, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/event-store.js';
-import { type LineOutcome, lineOutcomeDataJson, lineOutcomeEventIds } from '../domain/line-outcome.js';
+import { type LineFailedData, type LineOutcome, lineOutcomeDataJson, lineOutcomeEventIds } from '../domain/line-outcome.js';
 
 const MAX_ATTEMPTS = 20;
 
@@ -88,11 +88,17 @@ export class LineOutcomeLog {
       }
       if (fresh.length === 0) return 0;
       try {
-        const appended = await this.eventStore.appendToStream(stream, fresh, { expectedRevision: known.revision ?? 'no_stream' });
+        const readUpTo = known.revision;
+        const appended = await this.eventStore.appendToStream(stream, fresh, { expectedRevision: readUpTo ?? 'no_stream' });
         for (const line of taken) known.lines.add(line);
+        // Another writer recorded these very lines (the same derived ids) between the read above
+        // and this append, which the store then answers as a repeat, at the revisions this
+        // process expected perhaps: the lines are recorded, but with that writer's answers, not
+        // these. None of them is this run's.
+        if (appended.repeated ?? !(await this.heldAsAppended(stream, readUpTo, freshOutcomes))) return 0;
         // Advanced only when the append is exactly ours: an append answered as a repeat of
         // earlier ones may sit after events this process has not read yet.
-        const next = (known.revision ?? -1n) + BigInt(fresh.length);
+        const next = (readUpTo ?? -1n) + BigInt(fresh.length);
         if (appended.nextExpectedRevision === next) known.revision = next;
         this.onRecorded(batchId, freshOutcomes);
         return fresh.length;
@@ -102,5 +108,23 @@ export class LineOutcomeLog {
         throw error;
       }
     }
+  }
+
+  /**
+   * For a store that cannot say whether an append was a repeat: whether the stream holds these
+   * outcomes as this process made them (after the revision it had read up to), told by what differs
+   * between two writers' answers for one line: the engine's request id, or where none answered, the
+   * status and Spool's error.
+   */
+  private async heldAsAppended(stream: string, after: bigint | undefined, outcomes: readonly LineOutcome[]): Promise<boolean> {
+    const byLine = new Map(outcomes.map((outcome) => [outcome.data.line, outcome.data] as const));
+    for await (const event of this.eventStore.readStream(stream, after === undefined ? {} : { fromRevision: after + 1n })) {
+      const held = event.data as Partial<LineFailedData>;
+      const mine = byLine.get(held.line ?? -1);
+      if (!mine) continue;
+      const error = 'error' in mine ? mine.error : null;
+      if (held.request_id !== mine.request_id || held.status_code !== mine.status_code || (held.error?.message ?? null) !== (error?.message ?? null)) return false;
+    }
+    return true;
   }
 }

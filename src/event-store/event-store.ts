@@ -69,6 +69,13 @@ export interface AppendResult {
   readonly nextExpectedRevision: bigint;
   /** Position of the last appended event. */
   readonly position: Position;
+  /**
+   * true: nothing was written, the events were recorded before (this append sent again, or
+   * another writer's append of the same event ids, which may have held other data); false: the
+   * append wrote them now; absent where the store cannot tell (KurrentDB answers a repeat of an
+   * append as it answered the first).
+   */
+  readonly repeated?: boolean;
 }
 
 export interface Subscription {

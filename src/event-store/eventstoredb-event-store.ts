@@ -66,6 +66,8 @@ export class EventStoreDbEventStore implements EventStore {
         { expectedRevision: toClientRevision(expected) },
       );
       if (!result.position) throw new Error(`EventStoreDB returned no position for an append to ${streamName}`);
+      // No `repeated`: the server answers an append sent again with the same expected revision as
+      // it answered the first, written or not.
       return { nextExpectedRevision: result.nextExpectedRevision, position: result.position };
     } catch (error) {
       if (!(error instanceof WrongExpectedVersionError)) throw error;
@@ -98,7 +100,7 @@ export class EventStoreDbEventStore implements EventStore {
       found.length === events.length && found.every((event, index) => event.id === events[index]!.id);
     if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((event) => event.id));
     const last = found[found.length - 1]!;
-    return { nextExpectedRevision: last.revision, position: last.position };
+    return { nextExpectedRevision: last.revision, position: last.position, repeated: true };
   }
 
   async *readStream(streamName: string, options: { fromRevision?: bigint } = {}): AsyncIterable<RecordedEvent> {

@@ -221,7 +221,7 @@ export class PostgresEventStore implements EventStore {
     group.forEach((append, index) => {
       const outcome = outcomes[index]!;
       try {
-        if ('revision' in outcome) append.resolve({ nextExpectedRevision: BigInt(outcome.revision), position: sequencePosition(BigInt(outcome.position)) });
+        if ('revision' in outcome) append.resolve({ nextExpectedRevision: BigInt(outcome.revision), position: sequencePosition(BigInt(outcome.position)), repeated: false });
         else if ('found' in outcome) append.resolve(replayedAppend(append.streamName, append.events.map((event) => event.id), outcome.found));
         else append.reject(new WrongExpectedRevisionError(append.streamName, append.expected, outcome.wrong === 'no_stream' ? 'no_stream' : BigInt(outcome.wrong)));
       } catch (error) {
@@ -337,7 +337,7 @@ function replayedAppend(streamName: string, ids: readonly string[], found: reado
   const sameAppend = rows.every((row, index) => row !== undefined && row.stream_name === streamName && (index === 0 || BigInt(row.revision) === BigInt(rows[index - 1]!.revision) + 1n));
   if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
   const last = rows[rows.length - 1]!;
-  return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(BigInt(last.position)) };
+  return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(BigInt(last.position)), repeated: true };
 }
 
 /** A connection's error as EventStoreUnavailableError (the cause kept); any other error as it is. */

@@ -136,7 +136,7 @@ export class SqliteStreamAppender {
       if (!isDuplicateEventId(error)) throw error;
       throw new RecordedBeforeSignal('an event id is recorded already', { cause: error });
     }
-    return { result: { nextExpectedRevision: BigInt(revision - 1), position: sequencePosition(position) }, wrote: true, rows };
+    return { result: { nextExpectedRevision: BigInt(revision - 1), position: sequencePosition(position), repeated: false }, wrote: true, rows };
   }
 
   /** The answer to an append whose events are recorded already; undefined where none of them is. */
@@ -154,7 +154,7 @@ export class SqliteStreamAppender {
       );
     if (!sameAppend) throw new IdempotencyConflictError(streamName, found.map((row) => row.event_id));
     const last = found[found.length - 1]!;
-    return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(last.position) };
+    return { nextExpectedRevision: BigInt(last.revision), position: sequencePosition(last.position), repeated: true };
   }
 }
 

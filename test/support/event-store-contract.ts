@@ -135,6 +135,9 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
       const anyAgain = await store.appendToStream(name, batch, { expectedRevision: 'any' });
       expect(again.nextExpectedRevision).toBe(first.nextExpectedRevision);
       expect(anyAgain.nextExpectedRevision).toBe(first.nextExpectedRevision);
+      // Whether an append wrote or was a repeat, where the store can tell (KurrentDB cannot always).
+      const told = store.kind === 'eventstoredb' ? [first.repeated !== true, again.repeated !== false, anyAgain.repeated !== false] : [first.repeated, again.repeated, anyAgain.repeated];
+      expect(told).toEqual(store.kind === 'eventstoredb' ? [true, true, true] : [false, true, true]);
       expect(comparePositions(anyAgain.position, first.position)).toBe(0);
       await store.appendToStream(name, [event('C')]);
       await store.appendToStream(name, [batch[1]!], { expectedRevision: 'any' }).catch(() => undefined);
