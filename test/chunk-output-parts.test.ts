@@ -144,6 +144,44 @@ describe('chunk output parts', () => {
   });
 });
 
+describe('chunk output parts written while the batch is discarded', () => {
+  it("are removed by a discard that came while they were being written: the finalizer never leaves this process's part behind", async () => {
+    const directory = tempDir('chunk-parts-late');
+    const eventStore = new SqliteEventStore(join(directory, 'events.sqlite'));
+    const outcomes = new LineOutcomeLog(eventStore);
+    const local = new LocalBlobStore(join(directory, 'blobs'));
+    // The runner's put held until the finalizer's discard has begun (a busy disk, a slow S3 PUT).
+    let releasePut!: () => void;
+    const putHeld = new Promise<void>((resolve) => (releasePut = resolve));
+    let putStarted!: () => void;
+    const putBegun = new Promise<void>((resolve) => (putStarted = resolve));
+    const blobStore = new Proxy(local, {
+      get(target, property, receiver) {
+        if (property !== 'put') return Reflect.get(target, property, receiver);
+        return async (...args: Parameters<LocalBlobStore['put']>) => {
+          putStarted();
+          await putHeld;
+          return target.put(...args);
+        };
+      },
+    });
+    const parts = new ChunkOutputParts({ blobStore, outcomes, log: pino({ level: 'silent' }) });
+    try {
+      await outcomes.record('batch_p', 1, [completed(4)], 'test');
+      const written = parts.write({ batch_id: 'batch_p', chunk: 1, lines: 1 });
+      await putBegun;
+      const discarded = parts.discard('batch_p');
+      setTimeout(releasePut, 20);
+      await Promise.all([written, discarded]);
+      const left: string[] = [];
+      for await (const key of local.list(chunkPartsPrefix('batch_p'))) left.push(key);
+      expect(left).toEqual([]);
+    } finally {
+      await eventStore.close();
+    }
+  });
+});
+
 describe('a batch finalized from chunk parts', () => {
   const engine = new FakeEngine();
   const logged: Array<Record<string, unknown>> = [];

@@ -77,8 +77,13 @@ describe.skipIf(unavailable !== undefined)(`a rolling upgrade from the previous 
     }
   };
 
-  beforeAll(async () => {
+  // Built on first use (its own npm ci where its dependencies differ from this checkout's): minutes
+  // on a busy machine, given their own time apart from starting the deployment.
+  beforeAll(() => {
     previousCli = previousReleaseCli();
+  }, 600_000);
+
+  beforeAll(async () => {
     await engine.start();
     [broker, postgres] = await Promise.all([startKafkaBroker({ dir: join(root, 'kafka') }), startPostgres()]);
     env = scaleOutEnv({ eventStoreUrl: postgres.url, s3Prefix: `rolling-upgrade-${randomUUID()}`, brokers: broker.brokers, engineUrl: engine.url });

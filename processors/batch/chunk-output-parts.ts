@@ -43,6 +43,15 @@ export interface PartChunk {
  * file's chunks hold lines from all over the input, which the finalizer puts back in order.
  */
 export class ChunkOutputParts {
+  /**
+   * Writes under way, by batch: a run checks that its batch is not finalizing before it writes its
+   * chunk's parts, and the batch may begin finalizing while the parts are being written. discard()
+   * waits for them, so that a finalizer of this process never leaves a part written after it
+   * (one instance serves the runner and the finalizer of a process); a part another process
+   * writes late is the debris sweeper's.
+   */
+  private readonly writing = new Map<string, Set<Promise<boolean>>>();
+
   constructor(private readonly deps: { blobStore: BlobStore; outcomes: LineOutcomeLog; log: Pick<Logger, 'warn'> }) {}
 
   /**
@@ -50,7 +59,19 @@ export class ChunkOutputParts {
    * `rendered`: the parts as the run that recorded every outcome of the chunk rendered them line
    * by line (ChunkOutcomeRecorder.renderedParts), the same bytes without reading the outcomes back.
    */
-  async write(chunk: PartChunk, rendered?: RenderedParts): Promise<boolean> {
+  write(chunk: PartChunk, rendered?: RenderedParts): Promise<boolean> {
+    const writing = this.writeParts(chunk, rendered);
+    const ofBatch = this.writing.get(chunk.batch_id) ?? new Set();
+    this.writing.set(chunk.batch_id, ofBatch.add(writing));
+    const settled = () => {
+      ofBatch.delete(writing);
+      if (ofBatch.size === 0 && this.writing.get(chunk.batch_id) === ofBatch) this.writing.delete(chunk.batch_id);
+    };
+    writing.then(settled, settled);
+    return writing;
+  }
+
+  private async writeParts(chunk: PartChunk, rendered?: RenderedParts): Promise<boolean> {
     let parts = rendered;
     if (!parts) {
       const outcomes = await this.outcomesOf(chunk);
@@ -82,8 +103,10 @@ export class ChunkOutputParts {
     return this.get(chunkPartBlobKey(batchId, chunk, kind, accountId));
   }
 
-  /** Removes the batch's parts once its files are written. */
+  /** Removes the batch's parts once its files are written, after any of this process's writes of them under way. */
   async discard(batchId: string, accountId?: string): Promise<void> {
+    const writing = this.writing.get(batchId);
+    if (writing) await Promise.allSettled([...writing]);
     for await (const key of this.deps.blobStore.list(chunkPartsPrefix(batchId, accountId))) await this.deps.blobStore.delete(key);
   }
 

@@ -78,6 +78,8 @@ interface Processor {
 interface ProcessorContext extends WorkerContext {
   /** Where the process runs both inference and the finalizer: a batch's only chunk, rendered by its run for the finalizer. */
   readonly renderedChunks: RenderedChunkHandoff | undefined;
+  /** One for the runner and the finalizer of the process: the finalizer's discard waits for the runner's writes under way. */
+  readonly chunkParts: ChunkOutputParts | undefined;
 }
 
 /** The work table: each processor kind, what it is made of and what it does with its topic's messages. */
@@ -112,7 +114,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: ProcessorContext) => 
       handle: (message) => (message.kind === 'validate-batch' ? validator.validate(message.batch_id) : Promise.resolve()),
     };
   },
-  inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing, renderedChunks }) => {
+  inference: async ({ config, clock, logger, adapters, parts, lifecycle, tracing, renderedChunks, chunkParts }) => {
     const { batches, batchesQueries, outcomes } = parts.application();
     const { fleet } = await parts.fleet();
     const runner = new BatchRunner({
@@ -125,7 +127,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: ProcessorContext) => 
       log: logger.child({ component: 'batch-runner' }),
       parallelChunks: config.batchParallelChunks,
       tracing,
-      parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
+      parts: chunkParts,
       renderedChunks,
     });
     // No new line of batch work goes out once a stop begins; lines already sent are waited for and recorded.
@@ -141,7 +143,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: ProcessorContext) => 
     const partitions = adapters.topics.find((topic) => topic.topic === WORK_TOPICS.inference)?.partitions ?? config.batchParallelChunks;
     return { concurrency: partitions, prefetch: HELD_CHUNKS_PER_PARTITION, handle: (message) => (message.kind === 'run-chunk' ? runner.run(message.batch_id, message.chunk) : Promise.resolve()) };
   },
-  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing, renderedChunks }) => {
+  finalizer: async ({ config, clock, logger, adapters, parts, lifecycle, metrics, tracing, renderedChunks, chunkParts }) => {
     const { batches, batchesQueries, outcomes, files } = parts.application();
     const finalizer = new BatchFinalizer({
       batches,
@@ -154,7 +156,7 @@ const PROCESSORS: Readonly<Record<ProcessorKind, (context: ProcessorContext) => 
       tracing,
       scratchDir: scratchDirOf(config),
       discardWorkFile: (key) => adapters.blobStore.delete(key),
-      parts: new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
+      parts: chunkParts,
       renderedChunks,
     });
     // Time is not an event: the finalizers start the expiry of overdue batches.
@@ -236,7 +238,11 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
   const schemas = new MessageSchemas();
   const processors: Processor[] = [];
   const consumers: WorkConsumer[] = [];
-  const processorContext: ProcessorContext = { ...context, renderedChunks: roles.has('inference') && roles.has('finalizer') ? new RenderedChunkHandoff() : undefined };
+  const processorContext: ProcessorContext = {
+    ...context,
+    renderedChunks: roles.has('inference') && roles.has('finalizer') ? new RenderedChunkHandoff() : undefined,
+    chunkParts: !roles.has('inference') && !roles.has('finalizer') ? undefined : new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes: parts.application().outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
+  };
   for (const kind of PROCESSOR_KINDS) {
     if (!roles.has(kind)) continue;
     const processor = await PROCESSORS[kind](processorContext);

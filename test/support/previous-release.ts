@@ -36,7 +36,7 @@ export function previousReleaseCli(): string {
     execFileSync('tar', ['-x', '-C', staging], { input: archive });
     const sameDependencies = readFileSync(join(staging, 'package-lock.json'), 'utf8') === readFileSync(join(packageRoot, 'package-lock.json'), 'utf8');
     if (sameDependencies) symlinkSync(join(packageRoot, 'node_modules'), join(staging, 'node_modules'), 'dir');
-    else execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: staging, stdio: 'ignore' });
+    else execFileSync('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: staging, stdio: 'ignore' });
     execFileSync(process.execPath, [join(packageRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: staging, stdio: 'pipe' });
     writeFileSync(join(staging, '.complete'), `${new Date().toISOString()}\n`);
     if (!existsSync(join(root, '.complete'))) {
