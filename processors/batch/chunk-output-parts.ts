@@ -63,9 +63,10 @@ export class ChunkOutputParts {
     const writing = this.writeParts(chunk, rendered);
     const ofBatch = this.writing.get(chunk.batch_id) ?? new Set();
     this.writing.set(chunk.batch_id, ofBatch.add(writing));
+    // The batch's set is removed only once empty, so while this write is in it, it is the batch's.
     const settled = () => {
       ofBatch.delete(writing);
-      if (ofBatch.size === 0 && this.writing.get(chunk.batch_id) === ofBatch) this.writing.delete(chunk.batch_id);
+      if (ofBatch.size === 0) this.writing.delete(chunk.batch_id);
     };
     writing.then(settled, settled);
     return writing;

@@ -241,7 +241,7 @@ export async function wireWorkers(roles: ReadonlySet<Role>, context: WorkerConte
   const processorContext: ProcessorContext = {
     ...context,
     renderedChunks: roles.has('inference') && roles.has('finalizer') ? new RenderedChunkHandoff() : undefined,
-    chunkParts: !roles.has('inference') && !roles.has('finalizer') ? undefined : new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes: parts.application().outcomes, log: logger.child({ component: 'chunk-output-parts' }) }),
+    chunkParts: roles.has('inference') || roles.has('finalizer') ? new ChunkOutputParts({ blobStore: adapters.blobStore, outcomes: parts.application().outcomes, log: logger.child({ component: 'chunk-output-parts' }) }) : undefined,
   };
   for (const kind of PROCESSOR_KINDS) {
     if (!roles.has(kind)) continue;
