@@ -48,8 +48,8 @@ describe('chunk output parts', () => {
       own.add(completed(11));
       await own.close();
       const inOrder = inLineOrder(await outcomes.read('batch_p', 0));
-      expect(own.renderedParts()).toEqual({ output: renderChunk('batch_p', 'output', inOrder), error: renderChunk('batch_p', 'error', inOrder) });
-      expect(own.renderedParts()!.output.split('\n').filter(Boolean).map((line) => JSON.parse(line).custom_id)).toEqual(['ok-10', 'ok-11', 'ok-13']);
+      expect(own.renderedParts()).toEqual({ output: Buffer.from(renderChunk('batch_p', 'output', inOrder)), error: Buffer.from(renderChunk('batch_p', 'error', inOrder)) });
+      expect(own.renderedParts()!.output.toString('utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line).custom_id)).toEqual(['ok-10', 'ok-11', 'ok-13']);
 
       // Another writer recorded line 21 (with another outcome) before this run's group: the log's
       // outcome stands, so this run's rendering is not the chunk's.
@@ -86,7 +86,7 @@ describe('chunk output parts', () => {
       const run = await recording.begin({ batch_id: 'batch_p', chunk: 0, first_line: 0, lines: 3, start: 0, end: 100 } as ChunkRow, { renderParts: true });
       for (const line of [2, 0, 1]) run.add(answered(line));
       await run.close();
-      const output = run.renderedParts()!.output;
+      const output = run.renderedParts()!.output.toString('utf8');
       expect(output).toContain('"body":{"object":"list","data":[{"embedding":[1e-05,-0.0,1.50]}]}');
       // What a finalizer renders from the log when the part is gone: the same bytes.
       expect(renderChunk('batch_p', 'output', inLineOrder(await outcomes.read('batch_p', 0)))).toBe(output);

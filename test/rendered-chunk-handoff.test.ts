@@ -10,36 +10,40 @@ import { chatLine, createBatch, reserveJob, waitForStatus } from './support/batc
 import { type WholeService, startTestService } from './support/service.js';
 
 describe('the rendered chunks handed from a run to the finalizer', () => {
+  const parts = (output: string, error: string) => ({ output: Buffer.from(output), error: Buffer.from(error) });
+  const text = (bytes: Buffer | undefined) => bytes?.toString('utf8');
+
   it('gives each file of a chunk once, and lets the chunk go once its output is taken and its error lines too, or it has none', () => {
     const handoff = new RenderedChunkHandoff();
-    handoff.offer('batch_a', 0, { output: 'a\n', error: '' });
-    handoff.offer('batch_b', 0, { output: 'b\n', error: 'e\n' });
+    handoff.offer('batch_a', 0, parts('a\n', ''));
+    handoff.offer('batch_b', 0, parts('b\n', 'e\n'));
     expect(handoff.take('batch_a', 1, 'output')).toBeUndefined();
-    expect(handoff.take('batch_a', 0, 'output')).toBe('a\n');
+    expect(text(handoff.take('batch_a', 0, 'output'))).toBe('a\n');
     expect(handoff.take('batch_a', 0, 'output')).toBeUndefined();
     expect(handoff.size).toBe(1);
-    expect(handoff.take('batch_b', 0, 'error')).toBe('e\n');
+    expect(text(handoff.take('batch_b', 0, 'error'))).toBe('e\n');
     expect(handoff.size).toBe(1);
-    expect(handoff.take('batch_b', 0, 'output')).toBe('b\n');
+    expect(text(handoff.take('batch_b', 0, 'output'))).toBe('b\n');
     expect(handoff.size).toBe(0);
     // A chunk whose every line failed: its output is empty, and still given.
-    handoff.offer('batch_c', 0, { output: '', error: 'x\n' });
-    expect(handoff.take('batch_c', 0, 'error')).toBe('x\n');
-    expect(handoff.take('batch_c', 0, 'output')).toBe('');
+    handoff.offer('batch_c', 0, parts('', 'x\n'));
+    expect(text(handoff.take('batch_c', 0, 'error'))).toBe('x\n');
+    expect(text(handoff.take('batch_c', 0, 'output'))).toBe('');
     expect(handoff.size).toBe(0);
   });
 
-  it('holds at most its limits, dropping the oldest chunks first', () => {
-    const handoff = new RenderedChunkHandoff({ characters: 10, chunks: 3 });
-    for (let batch = 0; batch < 5; batch++) handoff.offer(`batch_${batch}`, 0, { output: 'ab', error: '' });
+  it('holds at most its limits in bytes, dropping the oldest chunks first', () => {
+    const handoff = new RenderedChunkHandoff({ bytes: 10, chunks: 3 });
+    for (let batch = 0; batch < 5; batch++) handoff.offer(`batch_${batch}`, 0, parts('ab', ''));
     expect(handoff.size).toBe(3);
     expect(handoff.take('batch_1', 0, 'output')).toBeUndefined();
-    expect(handoff.take('batch_4', 0, 'output')).toBe('ab');
-    handoff.offer('batch_big', 0, { output: 'x'.repeat(9), error: '' });
+    expect(text(handoff.take('batch_4', 0, 'output'))).toBe('ab');
+    // Nine bytes in five characters: the limit is the bytes held.
+    handoff.offer('batch_big', 0, parts('xxxé', 'é'));
     expect(handoff.take('batch_2', 0, 'output')).toBeUndefined();
-    expect(handoff.take('batch_big', 0, 'output')).toBe('x'.repeat(9));
-    // Larger than the whole limit: not held at all.
-    handoff.offer('batch_huge', 0, { output: 'x'.repeat(11), error: '' });
+    expect(text(handoff.take('batch_big', 0, 'output'))).toBe('xxxé');
+    // Larger than the whole limit (eleven bytes in six characters): not held at all.
+    handoff.offer('batch_huge', 0, parts('xxxxxé', 'éé'));
     expect(handoff.take('batch_huge', 0, 'output')).toBeUndefined();
   });
 });

@@ -211,7 +211,7 @@ export class BatchFinalizer {
           const handedOver = useParts && all.length === 1 ? this.deps.renderedChunks?.take(batch.id, chunks[at]!.chunk, kind) : undefined;
           const text = handedOver ?? renderChunk(batch.id, kind, await this.outcomesOf(batch.id, chunks[at]!), servedByInOutput(batch.metadata));
           copied.lines += newlines(text);
-          if (text) yield text;
+          if (text.length > 0) yield text;
         }
       } finally {
         // Parts opened ahead of a copy that stopped are closed.

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { LineOutcome } from '../../src/domain/line-outcome.js';
 import { stoppingCode } from '../../src/domain/batch.js';
-import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from '../../src/engine/engine.js';
+import { type EngineListener, type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError } from '../../src/engine/engine.js';
 import { ImageFetchError } from '../../src/engine/images/image-resolver.js';
 import type { BatchRow, BatchesQueries } from '../../projections/batches-projection.js';
 import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
@@ -67,8 +67,13 @@ export class BatchLineSender {
     }
   }
 
-  /** The line's outcome (undefined: the process stopped first); `answered` hears the engine's answer where there was one. */
-  private async infer(
+  /**
+   * The line's outcome (undefined: the process stopped first); `answered` hears the engine's
+   * answer where there was one. Not an async function: its frame would be kept for the line's
+   * whole wait and flight, and much of what a waiting line holds outlives a young collection
+   * (bench/FINDINGS.md, 2026-12-02, morning).
+   */
+  private infer(
     batch: BatchRow,
     engine: InferenceEngine,
     line: number,
@@ -78,31 +83,45 @@ export class BatchLineSender {
     answered?: (response: EngineResponse) => void,
   ): Promise<LineOutcome | undefined> {
     const subject: BatchLine = { batch_id: batch.id, line, custom_id: request.custom_id };
-    if (this.deps.processStopping()) return undefined;
+    if (this.deps.processStopping()) return Promise.resolve(undefined);
     const before = this.stopped(subject);
-    if (before) return before;
+    if (before) return Promise.resolve(before);
     // The batch's urgency is every line's: made once a batch row, not once a line.
     let urgency = this.urgencies.get(batch);
     if (!urgency) this.urgencies.set(batch, (urgency = lineUrgency(batch)));
+    const engineRequest = new LineEngineRequest(
+      batch,
+      request,
+      urgency,
+      // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
+      // this process is stopping) again once admitted.
+      () => {
+        admitted();
+        return this.deps.processStopping() || this.stopped(subject) !== undefined;
+      },
+      traceparent,
+    );
+    // Told, not awaited, where the engine can tell (ReplicaPool): one promise a line, this one.
+    if (engine.submit) return new Promise((resolve, reject) => engine.submit!(engineRequest, new LineAnswer(this, batch, subject, resolve, reject, answered)));
+    let answer: Promise<EngineResponse>;
     try {
-      const response = await engine.infer(
-        new LineEngineRequest(
-          batch,
-          request,
-          urgency,
-          // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
-          // this process is stopping) again once admitted.
-          () => {
-            admitted();
-            return this.deps.processStopping() || this.stopped(subject) !== undefined;
-          },
-          traceparent,
-        ),
-      );
+      answer = engine.infer(engineRequest);
+    } catch (error) {
+      return Promise.resolve(this.unanswered(batch, subject, error));
+    }
+    return answer.then(
+      (response) => this.answeredOutcome(batch, subject, response, answered),
+      (error: unknown) => this.unanswered(batch, subject, error),
+    );
+  }
+
+  /** The outcome of a line its engine answered (whatever the status). */
+  answeredOutcome(batch: BatchRow, subject: BatchLine, response: EngineResponse, answered?: (response: EngineResponse) => void): LineOutcome | undefined {
+    try {
       answered?.(response);
       return answeredLine(subject, response);
     } catch (error) {
-      return this.unanswered(batch, line, subject, error);
+      return this.unanswered(batch, subject, error);
     }
   }
 
@@ -113,7 +132,8 @@ export class BatchLineSender {
   }
 
   /** The outcome of a line the engine did not answer (undefined: the process stopped before it was sent). */
-  private unanswered(batch: BatchRow, line: number, subject: BatchLine, error: unknown): LineOutcome | undefined {
+  unanswered(batch: BatchRow, subject: BatchLine, error: unknown): LineOutcome | undefined {
+    const { line } = subject;
     if (error instanceof RequestWithdrawnError && this.deps.processStopping()) return undefined;
     if (error instanceof RequestWithdrawnError) return this.stopped(subject) ?? unansweredLine(subject, 'batch_cancelled', 'The batch stopped before this request was sent');
     // Error files are readable by anyone who knows the batch: their messages name no replica,
@@ -125,6 +145,35 @@ export class BatchLineSender {
     }
     this.deps.log.error({ batch_id: batch.id, line, err: error }, 'a batch line could not be sent');
     return unansweredLine(subject, 'engine_unavailable', 'The request could not be sent to an engine');
+  }
+}
+
+/** How a line's engine request ended, as the line's outcome: the engine's listener (EngineListener). */
+class LineAnswer implements EngineListener {
+  constructor(
+    private readonly sender: BatchLineSender,
+    private readonly batch: BatchRow,
+    private readonly subject: BatchLine,
+    private readonly resolve: (outcome: LineOutcome | undefined) => void,
+    private readonly reject: (error: unknown) => void,
+    private readonly heard: ((response: EngineResponse) => void) | undefined,
+  ) {}
+
+  answered(response: EngineResponse): void {
+    this.settle(() => this.sender.answeredOutcome(this.batch, this.subject, response, this.heard));
+  }
+
+  failed(error: unknown): void {
+    this.settle(() => this.sender.unanswered(this.batch, this.subject, error));
+  }
+
+  /** The line's outcome, or what kept it from having one (the chunk then fails, as a line that cannot be sent does). */
+  private settle(outcome: () => LineOutcome | undefined): void {
+    try {
+      this.resolve(outcome());
+    } catch (error) {
+      this.reject(error);
+    }
   }
 }
 

@@ -3,6 +3,9 @@ import { outputLine } from '../../src/domain/batch-output.js';
 import { type LineOutcome, ZERO_USAGE } from '../../src/domain/line-outcome.js';
 import { type EngineResponse, usageOf } from '../../src/engine/engine.js';
 import type { ChunkRow } from '../../projections/batches-projection.js';
+import { RenderedLines, type RenderedParts } from './rendered-lines.js';
+
+export type { RenderedParts } from './rendered-lines.js';
 
 /** Outcomes are recorded in groups: one durable append per group, not per line. */
 const FLUSH_LINES = 256;
@@ -57,12 +60,6 @@ export class ChunkOutcomeRecording {
   }
 }
 
-/** A chunk's output and error file lines, each in line order. */
-export interface RenderedParts {
-  readonly output: string;
-  readonly error: string;
-}
-
 /** One run's outcomes of one chunk: collected, and recorded in groups, one append at a time. */
 export class ChunkOutcomeRecorder {
   private pending: LineOutcome[] = [];
@@ -75,7 +72,7 @@ export class ChunkOutcomeRecorder {
    * outcome the run recorded went into the log as this run's (no other writer had a line of it
    * first); undefined once one did not, or when not asked for.
    */
-  private rendered: Array<{ readonly failed: boolean; readonly text: string }> | undefined;
+  private rendered: RenderedLines | undefined;
 
   constructor(
     private readonly log: LineOutcomeLog,
@@ -87,7 +84,7 @@ export class ChunkOutcomeRecorder {
     /** Its batch asks for `served_by` in its output lines. */
     private readonly servedBy = false,
   ) {
-    if (renderParts) this.rendered = [];
+    if (renderParts) this.rendered = new RenderedLines();
   }
 
   /** Every line of the chunk had its outcome before the run: there is nothing to send. */
@@ -109,7 +106,7 @@ export class ChunkOutcomeRecorder {
     this.added = true;
     if (this.rendered) {
       const failed = outcome.type === 'LineFailed';
-      this.rendered[outcome.data.line - this.chunk.first_line] = { failed, text: outputLine(this.chunk.batch_id, failed ? 'error' : 'output', outcome.data, this.servedBy)! };
+      this.rendered.set(outcome.data.line - this.chunk.first_line, failed, outputLine(this.chunk.batch_id, failed ? 'error' : 'output', outcome.data, this.servedBy)!);
     }
     this.pending.push(outcome);
     if (this.pending.length >= FLUSH_LINES) this.flush();
@@ -141,17 +138,8 @@ export class ChunkOutcomeRecorder {
   renderedParts(): RenderedParts | undefined {
     const rendered = this.rendered;
     if (!rendered || this.failure) return undefined;
-    let output = '';
-    let error = '';
-    let lines = 0;
     // By place in the chunk, so in line order; blank input lines (which have no outcome) leave holes.
-    for (const line of rendered) {
-      if (!line) continue;
-      lines += 1;
-      if (line.failed) error += line.text;
-      else output += line.text;
-    }
-    return lines === this.chunk.lines ? { output, error } : undefined;
+    return rendered.lines === this.chunk.lines ? rendered.parts() : undefined;
   }
 
   /** Records what is left, then forgets the chunk's stream; throws the first append that failed. */

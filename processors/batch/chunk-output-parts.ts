@@ -77,15 +77,15 @@ export class ChunkOutputParts {
     if (!parts) {
       const outcomes = await this.outcomesOf(chunk);
       if (!outcomes) return false;
-      parts = { output: renderChunk(chunk.batch_id, 'output', outcomes, chunk.served_by), error: renderChunk(chunk.batch_id, 'error', outcomes, chunk.served_by) };
+      parts = { output: Buffer.from(renderChunk(chunk.batch_id, 'output', outcomes, chunk.served_by)), error: Buffer.from(renderChunk(chunk.batch_id, 'error', outcomes, chunk.served_by)) };
     }
     // The output part even empty: a missing one then only ever means "render it from the
     // outcomes", also when another finalizer removed the parts between this one's reads of them.
     // No error part for a chunk without errors (most chunks): the finalizer knows from the chunk's
     // failed count that it has no error lines, and half of a batch's parts were empty ones.
     for (const kind of ['error', 'output'] as const) {
-      if (kind === 'error' && parts.error === '') continue;
-      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind, chunk.account_id ?? undefined), Readable.from([Buffer.from(parts[kind])]));
+      if (kind === 'error' && parts.error.length === 0) continue;
+      await this.deps.blobStore.put(chunkPartBlobKey(chunk.batch_id, chunk.chunk, kind, chunk.account_id ?? undefined), Readable.from([parts[kind]]));
     }
     return true;
   }

@@ -2,17 +2,17 @@ import type { OutputKind } from '../../src/domain/batch-output.js';
 import type { RenderedParts } from './chunk-outcome-recorder.js';
 
 /**
- * Rendered text held at most for chunks whose finalizer has not come for them (a string's length,
- * about its bytes): a thousand batches of twenty lines waiting at once hold about 6 MiB.
+ * Rendered bytes held at most for chunks whose finalizer has not come for them: a thousand
+ * batches of twenty lines waiting at once hold about 6 MiB.
  */
-const MAX_CHARACTERS = 8 * 1024 * 1024;
+const MAX_BYTES = 8 * 1024 * 1024;
 /** Chunks held at most, however little text they have. */
 const MAX_CHUNKS = 4096;
 
 interface Held {
-  output: string | undefined;
-  error: string | undefined;
-  readonly characters: number;
+  output: Buffer | undefined;
+  error: Buffer | undefined;
+  readonly bytes: number;
 }
 
 /**
@@ -30,20 +30,20 @@ interface Held {
  */
 export class RenderedChunkHandoff {
   private readonly held = new Map<string, Held>();
-  private characters = 0;
+  private bytes = 0;
 
-  constructor(private readonly limits: { characters: number; chunks: number } = { characters: MAX_CHARACTERS, chunks: MAX_CHUNKS }) {}
+  constructor(private readonly limits: { bytes: number; chunks: number } = { bytes: MAX_BYTES, chunks: MAX_CHUNKS }) {}
 
   /** Holds the chunk's rendered lines for its finalizer; the oldest held are dropped past the limits. */
   offer(batchId: string, chunk: number, parts: RenderedParts): void {
     const key = keyOf(batchId, chunk);
     this.drop(key);
-    const characters = parts.output.length + parts.error.length;
-    if (characters > this.limits.characters) return;
-    this.held.set(key, { output: parts.output, error: parts.error, characters });
-    this.characters += characters;
+    const bytes = parts.output.length + parts.error.length;
+    if (bytes > this.limits.bytes) return;
+    this.held.set(key, { output: parts.output, error: parts.error, bytes });
+    this.bytes += bytes;
     for (const [oldest] of this.held) {
-      if (this.characters <= this.limits.characters && this.held.size <= this.limits.chunks) break;
+      if (this.bytes <= this.limits.bytes && this.held.size <= this.limits.chunks) break;
       this.drop(oldest);
     }
   }
@@ -53,13 +53,13 @@ export class RenderedChunkHandoff {
    * from the outcomes). The chunk is let go once its output lines are taken and its error lines
    * too, or it has none (the finalizer asks for a chunk's error lines only where some line failed).
    */
-  take(batchId: string, chunk: number, kind: OutputKind): string | undefined {
+  take(batchId: string, chunk: number, kind: OutputKind): Buffer | undefined {
     const key = keyOf(batchId, chunk);
     const held = this.held.get(key);
     if (!held) return undefined;
     const text = held[kind];
     held[kind] = undefined;
-    if (held.output === undefined && !held.error) this.drop(key);
+    if (held.output === undefined && !held.error?.length) this.drop(key);
     return text;
   }
 
@@ -72,7 +72,7 @@ export class RenderedChunkHandoff {
     const held = this.held.get(key);
     if (!held) return;
     this.held.delete(key);
-    this.characters -= held.characters;
+    this.bytes -= held.bytes;
   }
 }
 

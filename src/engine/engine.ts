@@ -85,6 +85,18 @@ export class EngineUnavailableError extends Error {
 export interface InferenceEngine {
   readonly description: string;
   infer(request: EngineRequest): Promise<EngineResponse>;
+  /**
+   * infer() for a caller that listens rather than awaits, where the engine offers it: told once,
+   * answered or failed (possibly before it returns). Batch lines go this way: a promise and its
+   * continuations a line, at each layer, were much of what a line holds while it waits and runs.
+   */
+  submit?(request: EngineRequest, listener: EngineListener): void;
+}
+
+/** Hears how a request submitted to an engine ended (InferenceEngine.submit): once. */
+export interface EngineListener {
+  answered(response: EngineResponse): void;
+  failed(error: unknown): void;
 }
 
 /** Which engine serves a model; undefined when none does. */

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { TextDelta } from './builtin/builtin-engine.js';
 import type { EngineRequest } from './engine.js';
-import { engineIo } from './io/engine-io.js';
+import { type ExchangeAnswer, type ExchangeListener, engineIo } from './io/engine-io.js';
 import { HTTP_ENGINE_KINDS, type HttpEngineKind, type HttpEngineKindName, kindsThatReload } from './engine-kinds.js';
 import { newEngineRequestId } from '../platform/ids.js';
 import { JsonText } from '../domain/json-text.js';
 import { type EngineLoad, engineLoadFrom } from './engine-load-metrics.js';
 import { enginePriority } from './scheduling/engine-priority.js';
 import { streamAnswer } from './streamed-answer.js';
-import type { Replica, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
+import type { Replica, ReplicaListener, ReplicaResponse, StagedWeights, Urgency } from './replica.js';
 
 export interface HttpReplicaSettings {
   readonly apiKey?: string;
@@ -91,15 +91,31 @@ export class HttpReplica implements Replica {
     this.reloaded = weights;
   }
 
-  async send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {
+  send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse> {
     if (onDelta && STREAMED_ENDPOINTS.has(request.endpoint)) return this.stream(request, onDelta);
-    // Anything else is asked for whole (a stream asked for elsewhere is relayed as one piece).
-    // Copied without them only where they are there: every batch line passes here.
-    // A batch line's body as its input holds it, where it may go as written (EngineRequest.bodyText).
-    const payload = request.bodyText ?? JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
+    return new Promise<ReplicaResponse>((resolve, reject) => this.sendTo(request, onDelta, ahead, { answered: resolve, failed: reject }));
+  }
+
+  sendTo(request: EngineRequest, onDelta: TextDelta | undefined, ahead: { readonly limit: number } | undefined, listener: ReplicaListener): void {
+    if (onDelta && STREAMED_ENDPOINTS.has(request.endpoint)) {
+      this.stream(request, onDelta).then(
+        (response) => listener.answered(response),
+        (error: unknown) => listener.failed(error),
+      );
+      return;
+    }
+    let payload: string;
+    try {
+      // Anything else is asked for whole (a stream asked for elsewhere is relayed as one piece).
+      // Copied without them only where they are there: every batch line passes here.
+      // A batch line's body as its input holds it, where it may go as written (EngineRequest.bodyText).
+      payload = request.bodyText ?? JSON.stringify('stream' in request.body || 'stream_options' in request.body ? withoutStreaming(request.body) : request.body);
+    } catch (error) {
+      return listener.failed(error);
+    }
     const headers = request.traceparent ? { ...this.headers, traceparent: request.traceparent } : this.headers;
     const waitable = (request.serviceClass ?? 'interactive') !== 'interactive';
-    const answer = await engineIo.post(this.agent, this.urlOf(request.endpoint), headers, payload, this.settings.timeoutMs, {
+    const options = {
       signal: request.signal,
       // Interactive requests are never held: the scheduler lets them past the learned limit (up
       // to ENGINE_CONCURRENCY), and they go out at once.
@@ -109,20 +125,8 @@ export class HttpReplica implements Replica {
       withdraw: request.withdraw,
       // A batch line's answer is only written out (its outcome, its output line): the thread reads it.
       digest: waitable && !onDelta,
-    });
-    const retryAfter = Number(answer.retryAfter);
-    const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(30_000, retryAfter * 1000) : undefined;
-    const digest = answer.digest;
-    // One object an answer (every batch line's is made here): its body read by the thread, or parsed here.
-    return {
-      statusCode: answer.status,
-      requestId: answer.requestId ?? newEngineRequestId(),
-      engineLatencyMs: answer.latencyMs,
-      sent: answer.sent,
-      retryAfterMs,
-      body: digest ? new JsonText(digest.json) : parsedAnswer(answer.text, answer.status, onDelta),
-      bodyFields: digest ? { usage: digest.usage, id: digest.id, model: digest.model } : undefined,
     };
+    engineIo.postTo(this.agent, this.urlOf(request.endpoint), headers, payload, this.settings.timeoutMs, options, new HttpAnswer(listener, onDelta));
   }
 
   /**
@@ -181,6 +185,44 @@ export class HttpReplica implements Replica {
       return false;
     }
   }
+}
+
+/** An exchange's answer as the replica's response, told to its listener. */
+class HttpAnswer implements ExchangeListener {
+  constructor(
+    private readonly listener: ReplicaListener,
+    private readonly onDelta: TextDelta | undefined,
+  ) {}
+
+  answered(answer: ExchangeAnswer): void {
+    let response: ReplicaResponse;
+    try {
+      response = responseOf(answer, this.onDelta);
+    } catch (error) {
+      return this.listener.failed(error);
+    }
+    this.listener.answered(response);
+  }
+
+  failed(error: Error): void {
+    this.listener.failed(error);
+  }
+}
+
+/** A whole answer as the replica's response: one object (every batch line's is made here), its body read by the thread or parsed here. */
+function responseOf(answer: ExchangeAnswer, onDelta: TextDelta | undefined): ReplicaResponse {
+  const retryAfter = Number(answer.retryAfter);
+  const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(30_000, retryAfter * 1000) : undefined;
+  const digest = answer.digest;
+  return {
+    statusCode: answer.status,
+    requestId: answer.requestId ?? newEngineRequestId(),
+    engineLatencyMs: answer.latencyMs,
+    sent: answer.sent,
+    retryAfterMs,
+    body: digest ? new JsonText(digest.json) : parsedAnswer(answer.text, answer.status, onDelta),
+    bodyFields: digest ? { usage: digest.usage, id: digest.id, model: digest.model } : undefined,
+  };
 }
 
 /** The endpoints a client may stream from: OpenAI's chat and completions. */

@@ -1,16 +1,15 @@
-import type { RequestOutcome } from './scheduling/capacity-window.js';
 import type { TextDelta } from './builtin/builtin-engine.js';
-import { type EngineRequest, type EngineResponse, EngineUnavailableError, type InferenceEngine, RequestWithdrawnError, StreamCutError, withBody } from './engine.js';
-import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
-import type { Replica, ReplicaResponse } from './replica.js';
+import type { EngineListener, EngineRequest, EngineResponse, InferenceEngine } from './engine.js';
+import type { ImageResolver } from './images/image-resolver.js';
+import { PooledRequest, type RequestPool, transient } from './pool-request.js';
+import type { Replica } from './replica.js';
 import { ReplicaMember } from './replica-member.js';
 import type { ServiceClass } from './scheduling/urgency.js';
 import type { FleetShare } from './scheduling/interactive-headroom.js';
 import { slotsForWaitingWork } from './scheduling/hold-ahead.js';
 import { InteractiveQueueing } from './scheduling/interactive-yield.js';
 import { InteractiveObjective } from './scheduling/interactive-objective.js';
-import { FleetScheduler, type ReplicaCapacity, type WorkItem } from './scheduling/scheduler.js';
-import { backoffDelay } from '../platform/retry.js';
+import { FleetScheduler, type ReplicaCapacity } from './scheduling/scheduler.js';
 
 export interface PoolSettings {
   readonly maxAttempts: number;
@@ -26,16 +25,8 @@ export interface PoolSettings {
   readonly interactiveP99Ms?: number;
 }
 
-/** A request waiting in the scheduler for a slot. */
-interface Waiting extends WorkItem {
-  admit(replica: string): void;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** A replica holding no request has its gauges read once in this many readings: nothing of this process's depends on them then. */
 const LOAD_READINGS_WHEN_IDLE = 20;
-const overloaded = (status: number) => status === 429 || status === 503;
-const transient = (response: EngineResponse) => response.statusCode === 429 || response.statusCode >= 500;
 
 /**
  * The replicas of one model, behind one scheduler (scheduler.ts): interactive requests before
@@ -52,8 +43,11 @@ export class ReplicaPool implements InferenceEngine {
   private readonly withheld = new Set<string>();
   readonly description: string;
   private readonly members: ReplicaMember[];
-  private readonly scheduler = new FleetScheduler<Waiting>();
+  private readonly scheduler = new FleetScheduler<PooledRequest>();
   private nextId = 0;
+  /** dispatch() is running (see there), and was asked again meanwhile. */
+  private dispatching = false;
+  private dispatchAgain = false;
   private readonly answeredListeners: Array<(serviceClass: ServiceClass, seconds: number) => void> = [];
   /** How long this process's interactive requests queued inside the engines, for its load reports. */
   private readonly queueing = new InteractiveQueueing();
@@ -72,6 +66,7 @@ export class ReplicaPool implements InferenceEngine {
     this.members = replicas.map(({ replica, concurrency }) => new ReplicaMember(replica, concurrency, settings));
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
     this.objective = settings.interactiveP99Ms !== undefined ? new InteractiveObjective({ p99Ms: settings.interactiveP99Ms }) : undefined;
+    this.requestPool = this.poolForRequests();
   }
 
   /**
@@ -180,127 +175,101 @@ export class ReplicaPool implements InferenceEngine {
   infer(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
     const objective = this.objective;
     // Work that can wait goes straight to its attempts (every batch line: no async frame of its own to keep while it waits).
-    if ((request.serviceClass ?? 'interactive') !== 'interactive' || !objective) return this.attempts(request, onDelta);
+    if ((request.serviceClass ?? 'interactive') !== 'interactive' || !objective) return this.promised(request, onDelta);
     const receivedAt = Date.now();
     // The objective is the caller's view: the wait for a slot, every attempt and the backoffs between.
-    return this.attempts(request, onDelta).then((response) => {
+    return this.promised(request, onDelta).then((response) => {
       if (!transient(response)) objective.answered(Date.now(), Date.now() - receivedAt);
       return response;
     });
   }
 
-  private async attempts(request: EngineRequest, onDelta?: TextDelta): Promise<EngineResponse> {
-    // Made at the first failed attempt: most requests are answered at the first.
-    let avoid: Set<string> | undefined;
-    let lastResponse: EngineResponse | undefined;
-    let lastError = 'no attempt made';
-    for (let attempt = 1; attempt <= this.settings.maxAttempts; attempt++) {
-      const { id, member } = await this.slot(request, avoid);
-      const counts = this.scheduler.inFlight(member.replica.id);
-      const inFlight = counts.interactive + counts.batch + counts.background;
-      const reserved = this.reservedOn(member);
-      const limit = member.limit;
-      const ahead = member.ahead;
-      const startedAt = Date.now();
-      let outcome: RequestOutcome = 'failed';
-      let answered = false;
-      let retryAfterMs: number | undefined;
-      let engineLatencyMs: number | undefined;
-      let sent: ReplicaResponse['sent'];
-      try {
-        if (request.withdraw?.()) throw new RequestWithdrawnError('withdrawn before it was sent');
-        // Images are fetched only once the request holds a slot, and again on each attempt:
-        // requests waiting for a slot (or backing off) hold no image in memory.
-        const withImages = this.images?.namesIn(request) ? await this.images.resolve(request.body) : undefined;
-        const outgoing = withBody(request, withImages, member.replica.priorityFields(request, startedAt));
-        // Held requests go out within the slots work that can wait may use.
-        const gate = ahead > 0 ? { limit: Math.max(1, slotsForWaitingWork(limit, reserved)) } : undefined;
-        const response = await member.replica.send(outgoing, onDelta, gate);
-        answered = true;
-        engineLatencyMs = response.engineLatencyMs;
-        sent = response.sent;
-        // A 5xx says nothing of how fast the engine works (and answers fast): not a throughput sample.
-        outcome = overloaded(response.statusCode) ? 'overloaded' : response.statusCode === 504 ? 'timeout' : transient(response) ? 'failed' : 'answered';
-        if (!transient(response)) {
-          member.health.answered();
-          return { ...response, servedBy: member.servedBy() };
-        }
-        member.health.failed(false, Date.now());
-        lastResponse = response;
-        lastError = `${member.replica.id} answered ${response.statusCode}`;
-        retryAfterMs = response.retryAfterMs;
-      } catch (error) {
-        sent = (error as { sent?: ReplicaResponse['sent'] } | undefined)?.sent;
-        if (request.signal?.aborted || error instanceof RequestWithdrawnError || error instanceof ImageFetchError) throw error;
-        if (error instanceof StreamCutError) {
-          member.health.failed(true, Date.now());
-          throw error;
-        }
-        if (error instanceof Error && error.name === 'TimeoutError') outcome = 'timeout';
-        member.health.failed(true, Date.now());
-        lastError = `${member.replica.id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
-      } finally {
-        this.scheduler.complete(id, answered);
-        member.capacity.interactiveTraffic(this.scheduler.interactiveRecent(), Date.now());
-        const elapsedMs = Date.now() - startedAt;
-        // The engine's own latency where the replica measured it: the time an answer then waits
-        // for this event loop (busy with other lines' work) is not the engine crowding. A request
-        // the replica held counts from when it actually went out.
-        // A held request's limit is its gate's (the learned limit less the reserve): the limit was in
-        // use when that much batch work ran. Judged against the whole limit instead, it grew less
-        // and interactive p99 beside a batch went from 1.01× to 1.45× (bench/FINDINGS.md).
-        member.capacity.record({ startedAt: sent?.at ?? startedAt, latencyMs: engineLatencyMs ?? elapsedMs, outcome, inFlight: sent?.inFlight ?? inFlight, reserved, limit: sent?.limit ?? limit, interactive: counts.interactive });
-        // Against the uncrowded latency, not the lowest window mean: that lies below what uncrowded
-        // requests take by about 2.6 standard errors, which for requests of mixed lengths alone
-        // would look like a queue.
-        // Asked only for interactive answers: every batch line passes here.
-        if ((request.serviceClass ?? 'interactive') === 'interactive' && outcome === 'answered') this.queueing.answered(engineLatencyMs ?? elapsedMs, member.capacity.uncrowdedLatencyMs);
-        for (const listener of this.answeredListeners) listener(request.serviceClass ?? 'interactive', elapsedMs / 1000);
-        this.dispatch();
-      }
-      (avoid ??= new Set()).add(member.replica.id);
-      if (attempt < this.settings.maxAttempts) {
-        await sleep(retryAfterMs ?? backoffDelay({ firstMs: this.settings.backoffMs, maxMs: 10_000, jitter: true }, attempt));
-      }
+  submit(request: EngineRequest, listener: EngineListener): void {
+    if ((request.serviceClass ?? 'interactive') === 'interactive' && this.objective) {
+      // The objective hears interactive answers: through infer().
+      this.infer(request).then(
+        (response) => listener.answered(response),
+        (error: unknown) => listener.failed(error),
+      );
+      return;
     }
-    if (lastResponse) return lastResponse;
-    // The message reaches callers (batch error files are readable without a credential): it names
-    // no replica, address or connection error. Those go in `detail`, for the logs.
-    const model = typeof request.body.model === 'string' ? request.body.model : this.model;
-    throw new EngineUnavailableError(`No engine answered for model ${JSON.stringify(model)} after ${this.settings.maxAttempts} attempts`, undefined, lastError);
+    new PooledRequest(this.requestPool, request, undefined, listener);
   }
 
-  /** Waits until the scheduler gives the request a slot; a caller that gives up leaves the queue. */
-  private slot(request: EngineRequest, avoid: ReadonlySet<string> | undefined): Promise<{ id: string; member: ReplicaMember }> {
-    const id = String(this.nextId++);
-    return new Promise((resolve, reject) => {
-      const signal = request.signal;
-      const onAbort = () => {
-        if (this.scheduler.withdraw(id)) reject(signal?.reason ?? new RequestWithdrawnError('the caller went away'));
-      };
-      // Absent fields stay undefined rather than spread in: every batch line is queued here.
-      const waiting: Waiting = {
-        id,
-        serviceClass: request.serviceClass ?? 'interactive',
-        deadline: request.deadline,
-        fairnessKey: request.fairnessKey,
-        fairnessGroup: request.fairnessGroup,
-        avoid: avoid ? new Set(avoid) : undefined,
-        admit: (replica) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve({ id, member: this.members.find((member) => member.replica.id === replica)! });
-        },
-      };
-      if (signal?.aborted) return reject(signal.reason);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.scheduler.enqueue(waiting);
-      this.dispatch();
+  private promised(request: EngineRequest, onDelta: TextDelta | undefined): Promise<EngineResponse> {
+    return new Promise<EngineResponse>((resolve, reject) => new PooledRequest(this.requestPool, request, onDelta, { answered: resolve, failed: reject }));
+  }
+
+  /** The pool as its requests see it (pool-request.ts): one object, made once. */
+  private readonly requestPool: RequestPool;
+
+  private poolForRequests(): RequestPool {
+    return {
+      model: this.model,
+      maxAttempts: this.settings.maxAttempts,
+      backoffMs: this.settings.backoffMs,
+      images: this.images,
+      newId: () => String(this.nextId++),
+      enqueue: (request) => {
+        this.scheduler.enqueue(request);
+        this.dispatch();
+      },
+      withdraw: (request) => this.scheduler.withdraw(request.id) !== undefined,
+      member: (replicaId) => this.members.find((member) => member.replica.id === replicaId)!,
+      inFlightOn: (replicaId) => this.scheduler.inFlightOn(replicaId),
+      reservedOn: (member) => this.reservedOn(member),
+      attemptEnded: (request, member) => this.attemptEnded(request, member),
+    };
+  }
+
+  /** An attempt is over: its slot is freed, the replica's capacity and the metrics learn from it, and what may start now starts. */
+  private attemptEnded(request: PooledRequest, member: ReplicaMember): void {
+    this.scheduler.complete(request.id, request.engineAnswered);
+    member.capacity.interactiveTraffic(this.scheduler.interactiveRecent(), Date.now());
+    const elapsedMs = Date.now() - request.startedAt;
+    const { sent, engineLatencyMs, outcome } = request;
+    // The engine's own latency where the replica measured it: the time an answer then waits
+    // for this event loop (busy with other lines' work) is not the engine crowding. A request
+    // the replica held counts from when it actually went out.
+    // A held request's limit is its gate's (the learned limit less the reserve): the limit was in
+    // use when that much batch work ran. Judged against the whole limit instead, it grew less
+    // and interactive p99 beside a batch went from 1.01× to 1.45× (bench/FINDINGS.md).
+    member.capacity.record({
+      startedAt: sent?.at ?? request.startedAt,
+      latencyMs: engineLatencyMs ?? elapsedMs,
+      outcome,
+      inFlight: sent?.inFlight ?? request.inFlight,
+      reserved: request.reserved,
+      limit: sent?.limit ?? request.limit,
+      interactive: request.interactive,
     });
+    // Against the uncrowded latency, not the lowest window mean: that lies below what uncrowded
+    // requests take by about 2.6 standard errors, which for requests of mixed lengths alone
+    // would look like a queue.
+    // Asked only for interactive answers: every batch line passes here.
+    if (request.serviceClass === 'interactive' && outcome === 'answered') this.queueing.answered(engineLatencyMs ?? elapsedMs, member.capacity.uncrowdedLatencyMs);
+    for (const listener of this.answeredListeners) listener(request.serviceClass, elapsedMs / 1000);
+    this.dispatch();
   }
 
   /** Starts whatever the scheduler admits now. */
   private dispatch(): void {
-    for (const { work, replica } of this.scheduler.admit(this.capacities(), this.batchCap(Date.now()))) work.admit(replica);
+    // A request admitted here may end at once (withdrawn, or refused before it went out) and ask
+    // again: that is taken as one more round of this loop, not a call within it, so that a queue
+    // of withdrawn lines does not become a stack as deep as itself.
+    if (this.dispatching) {
+      this.dispatchAgain = true;
+      return;
+    }
+    this.dispatching = true;
+    try {
+      do {
+        this.dispatchAgain = false;
+        for (const { work, replica } of this.scheduler.admit(this.capacities(), this.batchCap(Date.now()))) work.admit(replica);
+      } while (this.dispatchAgain);
+    } finally {
+      this.dispatching = false;
+    }
   }
 
   private capacities(): ReplicaCapacity[] {

@@ -24,6 +24,12 @@ export interface Urgency {
 }
 
 /** A replica's answer, with what the pool learns from it beyond the answer itself. */
+/** Hears how a request sent to a replica ended (Replica.sendTo): once. */
+export interface ReplicaListener {
+  answered(response: ReplicaResponse): void;
+  failed(error: unknown): void;
+}
+
 export interface ReplicaResponse extends EngineResponse {
   /**
    * The engine's own time for the request, measured where the exchange runs (engine-io-thread.ts),
@@ -76,6 +82,11 @@ export interface Replica {
   readonly capacityKnown: boolean;
   /** Throws when there is no answer at all (connection refused, timeout). */
   send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse>;
+  /**
+   * send() for a caller that listens rather than awaits, where the replica offers it: told once,
+   * answered or failed (possibly before it returns); no promise a request.
+   */
+  sendTo?(request: EngineRequest, onDelta: TextDelta | undefined, ahead: { readonly limit: number } | undefined, listener: ReplicaListener): void;
   health(): Promise<boolean>;
   /** Serves the staged weights from now on; requests already running finish on the old ones. */
   reload(weights: StagedWeights): Promise<void>;

@@ -26,13 +26,26 @@ export interface ExchangeOptions {
   readonly digest?: boolean | undefined;
 }
 
+/** Hears how an exchange ended: once, with its answer or its error. */
+export interface ExchangeListener {
+  answered(answer: ExchangeAnswer): void;
+  failed(error: Error): void;
+}
+
 interface Pending {
-  resolve(answer: ExchangeAnswer): void;
-  reject(error: Error): void;
+  readonly listener: ExchangeListener;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
   /** Set for held exchanges that may be withdrawn; cleared once withdrawal was asked. */
   withdraw: (() => boolean) | undefined;
+}
+
+/** An exchange's answer as a promise's settling: for post(). */
+class PromisedExchange implements ExchangeListener {
+  constructor(
+    readonly answered: (answer: ExchangeAnswer) => void,
+    readonly failed: (error: Error) => void,
+  ) {}
 }
 
 /** How often held exchanges are checked for withdrawal: a batch stopped is seen within this. */
@@ -71,25 +84,31 @@ export class EngineIo {
    * or with RequestWithdrawnError when a held exchange is withdrawn.
    */
   post(agent: string, url: string, headers: Record<string, string>, payload: string, timeoutMs: number, options: ExchangeOptions = {}): Promise<ExchangeAnswer> {
+    return new Promise<ExchangeAnswer>((resolve, reject) => this.postTo(agent, url, headers, payload, timeoutMs, options, new PromisedExchange(resolve, reject)));
+  }
+
+  /**
+   * post() for a caller that listens rather than awaits: no promise an exchange (every batch line
+   * is one, and what it holds while it waits and runs outlives young collections).
+   */
+  postTo(agent: string, url: string, headers: Record<string, string>, payload: string, timeoutMs: number, options: ExchangeOptions, listener: ExchangeListener): void {
     const { signal, gate } = options;
-    if (signal?.aborted) return Promise.reject(abortError(signal));
+    if (signal?.aborted) return listener.failed(abortError(signal));
     const id = this.nextId++;
-    return new Promise<ExchangeAnswer>((resolve, reject) => {
-      const onAbort = signal
-        ? () => {
-            if (!this.pending.has(id)) return;
-            this.settled(id);
-            this.send({ kind: 'abort', id });
-            reject(abortError(signal));
-          }
-        : undefined;
-      if (signal && onAbort) signal.addEventListener('abort', onAbort, { once: true });
-      const withdraw = gate ? options.withdraw : undefined;
-      this.pending.set(id, { resolve, reject, signal, onAbort, withdraw });
-      if (this.pending.size === 1) this.thread().ref();
-      if (withdraw) this.withdrawals ??= setInterval(() => this.checkWithdrawals(), WITHDRAW_CHECK_MS).unref();
-      this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined, digest: options.digest === true });
-    });
+    const onAbort = signal
+      ? () => {
+          if (!this.pending.has(id)) return;
+          this.settled(id);
+          this.send({ kind: 'abort', id });
+          listener.failed(abortError(signal));
+        }
+      : undefined;
+    if (signal && onAbort) signal.addEventListener('abort', onAbort, { once: true });
+    const withdraw = gate ? options.withdraw : undefined;
+    this.pending.set(id, { listener, signal, onAbort, withdraw });
+    if (this.pending.size === 1) this.thread().ref();
+    if (withdraw) this.withdrawals ??= setInterval(() => this.checkWithdrawals(), WITHDRAW_CHECK_MS).unref();
+    this.send({ kind: 'post', id, agent, url, headers, payload, timeoutMs, gate, counted: options.counted ?? gate !== undefined, digest: options.digest === true });
   }
 
   private send(message: ToEngineIo): void {
@@ -143,15 +162,15 @@ export class EngineIo {
         const pending = this.settled(answer.id);
         if (!pending) return;
         if ('withdrawn' in answer) {
-          pending.reject(new RequestWithdrawnError('withdrawn before it was sent'));
+          pending.listener.failed(new RequestWithdrawnError('withdrawn before it was sent'));
         } else if ('error' in answer) {
           const error = new Error(answer.error.message) as ExchangeError & NodeJS.ErrnoException;
           error.name = answer.error.name;
           if (answer.error.code !== undefined) error.code = answer.error.code;
           if (answer.sent) error.sent = answer.sent;
-          pending.reject(error);
+          pending.listener.failed(error);
         } else {
-          pending.resolve(answer);
+          pending.listener.answered(answer);
         }
       });
     });
@@ -159,7 +178,7 @@ export class EngineIo {
       if (this.worker !== worker) return;
       this.worker = undefined;
       this.outbox = [];
-      for (const id of [...this.pending.keys()]) this.settled(id)?.reject(new Error(`the engine I/O thread stopped: ${reason}`));
+      for (const id of [...this.pending.keys()]) this.settled(id)?.listener.failed(new Error(`the engine I/O thread stopped: ${reason}`));
     };
     worker.on('error', (error) => lost(error.message));
     worker.on('exit', (code) => lost(`exit code ${code}`));

@@ -203,6 +203,11 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     return { interactive: this.interactive.size, batch: this.batch.size, background: this.background.size };
   }
 
+  /** In flight on one replica, as the scheduler counts them: read at once, not kept (it changes as work starts and ends). */
+  inFlightOn(replica: string): Readonly<Counts> {
+    return this.counts(replica);
+  }
+
   /** In flight on one replica, or on all. */
   inFlight(replica?: string): Counts {
     if (replica !== undefined) return { ...this.counts(replica) };
