@@ -9,7 +9,7 @@ function scheduler(now: { t: number }, settings: ConstructorParameters<typeof Fl
   return new FleetScheduler<WorkItem>({ now: () => now.t, ...settings });
 }
 
-const ids = (admissions: Admission<WorkItem>[]) => admissions.map((admission) => admission.work.id);
+const ids = (admissions: ReadonlyArray<Admission<WorkItem>>) => admissions.map((admission) => admission.work.id);
 const one = [{ id: 'r1', limit: 1 }];
 
 describe('the scheduler: order', () => {

@@ -45,6 +45,8 @@ export class ReplicaPool implements InferenceEngine {
   private readonly members: ReplicaMember[];
   private readonly scheduler = new FleetScheduler<PooledRequest>();
   private nextId = 0;
+  /** What capacities() returns, one a member. */
+  private readonly capacityViews: Array<{ readonly id: string; limit: number; ceiling: number; available: boolean }>;
   /** dispatch() is running (see there), and was asked again meanwhile. */
   private dispatching = false;
   private dispatchAgain = false;
@@ -67,6 +69,7 @@ export class ReplicaPool implements InferenceEngine {
     this.description = `${model}: ${this.members.map((member) => member.replica.description).join(', ')}`;
     this.objective = settings.interactiveP99Ms !== undefined ? new InteractiveObjective({ p99Ms: settings.interactiveP99Ms }) : undefined;
     this.requestPool = this.poolForRequests();
+    this.capacityViews = this.members.map((member) => ({ id: member.replica.id, limit: 0, ceiling: member.ceiling, available: false }));
   }
 
   /**
@@ -272,16 +275,29 @@ export class ReplicaPool implements InferenceEngine {
     }
   }
 
-  private capacities(): ReplicaCapacity[] {
+  /**
+   * The replicas as the scheduler sees them now. The same objects each call, brought up to date
+   * (it is asked two or three times for every batch line): what it returns is read at once and
+   * never kept.
+   */
+  private capacities(): readonly ReplicaCapacity[] {
     const now = Date.now();
-    const anyHealthy = this.members.some((member) => !this.withheld.has(member.replica.id) && member.health.isUp(now));
+    let anyHealthy = false;
+    for (const member of this.members) {
+      if (!this.withheld.has(member.replica.id) && member.health.isUp(now)) {
+        anyHealthy = true;
+        break;
+      }
+    }
     // With every replica left out, they are all tried again rather than none; a withheld one never.
-    return this.members.map((member) => ({
-      id: member.replica.id,
-      limit: member.limit + member.ahead,
-      ceiling: member.ceiling,
-      available: !this.withheld.has(member.replica.id) && (!anyHealthy || member.health.isUp(now)),
-    }));
+    for (let at = 0; at < this.members.length; at++) {
+      const member = this.members[at]!;
+      const view = this.capacityViews[at]!;
+      view.limit = member.limit + member.ahead;
+      view.ceiling = member.ceiling;
+      view.available = !this.withheld.has(member.replica.id) && (!anyHealthy || member.health.isUp(now));
+    }
+    return this.capacityViews;
   }
 
   /**

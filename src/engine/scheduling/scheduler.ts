@@ -123,7 +123,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
    * the most batch and background work to keep in flight across the replicas (an interactive
    * objective's; see InteractiveObjective), beside the limits and the reserve.
    */
-  admit(replicas: readonly ReplicaCapacity[], batchCap = Number.POSITIVE_INFINITY): Array<Admission<T>> {
+  admit(replicas: readonly ReplicaCapacity[], batchCap = Number.POSITIVE_INFINITY): ReadonlyArray<Admission<T>> {
     const now = this.now();
     // Plain loops, and the list filtered only where a replica is left out: the pool asks twice for every batch line.
     const usable = replicas.every(isAvailable) ? replicas : replicas.filter(isAvailable);
@@ -134,7 +134,8 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
       others += counts.batch + counts.background;
     }
     const othersCap = Math.min(batchCap, capacity - this.headroom.reserve(now, capacity));
-    const admitted: Array<Admission<T>> = [];
+    // Made at the first admission: the pool asks after every request that ends, mostly for one or none.
+    let admitted: Array<Admission<T>> | undefined;
     for (;;) {
       if (this.interactive.size > 0) {
         const first = this.interactive.values().next().value!;
@@ -142,7 +143,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
         // No free slot anywhere: the interactive request waits for the next one, and so does everything else.
         if (!replica) break;
         this.interactive.delete(first.id);
-        admitted.push(this.start(first, replica, now));
+        (admitted ??= []).push(this.start(first, replica, now));
         continue;
       }
       if (others >= othersCap) break;
@@ -152,10 +153,10 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
       const replica = this.place(usable, next);
       if (!replica) break;
       queue.take(now, workId);
-      admitted.push(this.start(next, replica, now));
+      (admitted ??= []).push(this.start(next, replica, now));
       others += 1;
     }
-    return admitted;
+    return admitted ?? NOTHING_ADMITTED;
   }
 
   /**
@@ -216,11 +217,13 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
     return total;
   }
 
+  /** Its record in flight is its admission too (it has the work and the replica): one object an admission. */
   private start(work: T, replica: string, now: number): Admission<T> {
     this.queuedAs.delete(work.id);
-    this.running.set(work.id, { work, replica, admittedAt: now });
+    const running: Running<T> = { work, replica, admittedAt: now };
+    this.running.set(work.id, running);
     this.counts(replica)[work.serviceClass] += 1;
-    return { work, replica };
+    return running;
   }
 
   /** The replica with a free slot (below its limit, or its ceiling) and the most of them, preferring those the work does not avoid. */
@@ -254,6 +257,7 @@ export class FleetScheduler<T extends WorkItem = WorkItem> {
 }
 
 const isAvailable = (replica: ReplicaCapacity) => replica.available !== false;
+const NOTHING_ADMITTED: readonly never[] = Object.freeze([]);
 
 /** The whole slots of the replicas that take work (a loop: asked for every batch line). */
 function slotsOf(replicas: readonly ReplicaCapacity[]): number {
