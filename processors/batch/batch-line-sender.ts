@@ -7,6 +7,7 @@ import type { BatchRow, BatchesQueries } from '../../projections/batches-project
 import { NO_TRACING, type TraceSpan, type Tracing, genAiOperation } from '../../src/observability/tracing.js';
 import { type BatchLine, answeredLine, unansweredLine } from './chunk-outcome-recorder.js';
 import { type LineRequest, lineRequestOf } from './line-request.js';
+import type { LineListener } from './waiting-lines.js';
 
 /**
  * Sends one batch line to its engine and says its outcome. The line is checked against the
@@ -28,26 +29,26 @@ export class BatchLineSender {
   ) {}
 
   /**
-   * The line's outcome; undefined when the process stopped before the line was sent.
-   * `admitted`: called once the engine gives the line a slot (or never, if it is not sent).
+   * Sends the line and tells `listener` its outcome (undefined when the process stopped before the
+   * line was sent), or that it could not be sent at all; `listener.admitted` once the engine gives
+   * the line a slot (or never, if it is not sent). The listener may hear before this returns.
    */
-  send(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
+  send(batch: BatchRow, engine: InferenceEngine, line: number, text: string, chunkSpan: TraceSpan, listener: LineListener): void {
     let request: LineRequest;
     try {
       request = lineRequestOf(text);
     } catch (error) {
-      return Promise.reject(error);
+      return listener.failed(error);
     }
-    if (this.deps.processStopping()) return Promise.resolve(undefined);
+    if (this.deps.processStopping()) return listener.settled(undefined);
     const tracing = this.deps.tracing ?? NO_TRACING;
-    // Without tracing, no span's attributes are made, and infer's promise is the line's: no async
-    // frame of this method's own is kept for the line's whole wait and flight (every batch line passes here).
-    if (tracing === NO_TRACING) return this.infer(batch, engine, line, request, undefined, admitted);
-    return this.tracedInfer(batch, engine, line, request, tracing, chunkSpan, admitted);
+    // Without tracing, no span's attributes are made (every batch line passes here).
+    if (tracing === NO_TRACING) return this.infer(batch, engine, line, request, undefined, listener);
+    this.tracedInfer(batch, engine, line, request, tracing, chunkSpan, listener);
   }
 
   /** infer() inside the line's client span. */
-  private async tracedInfer(batch: BatchRow, engine: InferenceEngine, line: number, request: LineRequest, tracing: Tracing, chunkSpan: TraceSpan, admitted: () => void): Promise<LineOutcome | undefined> {
+  private tracedInfer(batch: BatchRow, engine: InferenceEngine, line: number, request: LineRequest, tracing: Tracing, chunkSpan: TraceSpan, listener: LineListener): void {
     const model = typeof request.body.model === 'string' ? request.body.model : batch.model;
     const operation = genAiOperation(batch.endpoint);
     // The GenAI semantic conventions' client span: one per line sent to an engine.
@@ -56,22 +57,15 @@ export class BatchLineSender {
       kind: 'client',
       attributes: { 'gen_ai.operation.name': operation, 'gen_ai.request.model': model, 'spool.batch.id': batch.id, 'spool.batch.line': line, 'spool.batch.custom_id': request.custom_id },
     });
-    try {
-      let response: EngineResponse | undefined;
-      const outcome = await this.infer(batch, engine, line, request, span.traceparent, admitted, (answer) => (response = answer));
-      if (outcome) span.setAttributes(outcomeAttributes(outcome, response));
-      if (outcome?.type === 'LineFailed') span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
-      return outcome;
-    } finally {
-      span.end();
-    }
+    const traced = new TracedLine(span, listener);
+    this.infer(batch, engine, line, request, span.traceparent, traced, traced.heard);
   }
 
   /**
-   * The line's outcome (undefined: the process stopped first); `answered` hears the engine's
-   * answer where there was one. Not an async function: its frame would be kept for the line's
-   * whole wait and flight, and much of what a waiting line holds outlives a young collection
-   * (bench/FINDINGS.md, 2026-12-02, morning).
+   * Tells `listener` the line's outcome (undefined: the process stopped first); `answered` hears
+   * the engine's answer where there was one. No promise of its own: the engine tells the line's
+   * LineAnswer where it can (InferenceEngine.submit), and what a line holds while it waits and
+   * runs outlives young collections (bench/FINDINGS.md, 2026-12-02, morning).
    */
   private infer(
     batch: BatchRow,
@@ -79,13 +73,13 @@ export class BatchLineSender {
     line: number,
     request: LineRequest,
     traceparent: string | undefined,
-    admitted: () => void,
+    listener: LineListener,
     answered?: (response: EngineResponse) => void,
-  ): Promise<LineOutcome | undefined> {
+  ): void {
     const subject: BatchLine = { batch_id: batch.id, line, custom_id: request.custom_id };
-    if (this.deps.processStopping()) return Promise.resolve(undefined);
+    if (this.deps.processStopping()) return listener.settled(undefined);
     const before = this.stopped(subject);
-    if (before) return Promise.resolve(before);
+    if (before) return listener.settled(before);
     // The batch's urgency is every line's: made once a batch row, not once a line.
     let urgency = this.urgencies.get(batch);
     if (!urgency) this.urgencies.set(batch, (urgency = lineUrgency(batch)));
@@ -96,23 +90,21 @@ export class BatchLineSender {
       // The engine's concurrency limit may keep a line waiting: look at the batch (and whether
       // this process is stopping) again once admitted.
       () => {
-        admitted();
+        listener.admitted();
         return this.deps.processStopping() || this.stopped(subject) !== undefined;
       },
       traceparent,
     );
-    // Told, not awaited, where the engine can tell (ReplicaPool): one promise a line, this one.
-    if (engine.submit) return new Promise((resolve, reject) => engine.submit!(engineRequest, new LineAnswer(this, batch, subject, resolve, reject, answered)));
-    let answer: Promise<EngineResponse>;
+    const answer = new LineAnswer(this, batch, subject, listener, answered);
     try {
-      answer = engine.infer(engineRequest);
+      if (engine.submit) engine.submit(engineRequest, answer);
+      else engine.infer(engineRequest).then(
+        (response) => answer.answered(response),
+        (error: unknown) => answer.failed(error),
+      );
     } catch (error) {
-      return Promise.resolve(this.unanswered(batch, subject, error));
+      answer.failed(error);
     }
-    return answer.then(
-      (response) => this.answeredOutcome(batch, subject, response, answered),
-      (error: unknown) => this.unanswered(batch, subject, error),
-    );
   }
 
   /** The outcome of a line its engine answered (whatever the status). */
@@ -154,8 +146,7 @@ class LineAnswer implements EngineListener {
     private readonly sender: BatchLineSender,
     private readonly batch: BatchRow,
     private readonly subject: BatchLine,
-    private readonly resolve: (outcome: LineOutcome | undefined) => void,
-    private readonly reject: (error: unknown) => void,
+    private readonly listener: LineListener,
     private readonly heard: ((response: EngineResponse) => void) | undefined,
   ) {}
 
@@ -169,11 +160,47 @@ class LineAnswer implements EngineListener {
 
   /** The line's outcome, or what kept it from having one (the chunk then fails, as a line that cannot be sent does). */
   private settle(outcome: () => LineOutcome | undefined): void {
+    let settled: LineOutcome | undefined;
     try {
-      this.resolve(outcome());
+      settled = outcome();
     } catch (error) {
-      this.reject(error);
+      return this.listener.failed(error);
     }
+    this.listener.settled(settled);
+  }
+}
+
+/** A line's listener inside its client span: the span has the answer's attributes and ends with the line. */
+class TracedLine implements LineListener {
+  private response: EngineResponse | undefined;
+  readonly heard = (response: EngineResponse): void => {
+    this.response = response;
+  };
+
+  constructor(
+    private readonly span: TraceSpan,
+    private readonly listener: LineListener,
+  ) {}
+
+  admitted(): void {
+    this.listener.admitted();
+  }
+
+  settled(outcome: LineOutcome | undefined): void {
+    try {
+      if (outcome) this.span.setAttributes(outcomeAttributes(outcome, this.response));
+      if (outcome?.type === 'LineFailed') this.span.fail(outcome.data.error?.code ?? `status ${outcome.data.status_code}`);
+    } catch {
+      // A span's attributes never keep a line from its outcome.
+    } finally {
+      this.span.end();
+    }
+    this.listener.settled(outcome);
+  }
+
+  failed(error: unknown): void {
+    this.span.end();
+    this.listener.failed(error);
   }
 }
 

@@ -190,12 +190,9 @@ export class BatchRunner {
       return NOTHING_RECORDED;
     }
 
-    const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK);
-    const work: Promise<void>[] = [];
-    let leftOver = 0;
     // A line that fails outright (not an engine's failure: those are outcomes) fails the chunk
-    // once the lines already sent are over; it is held here meanwhile, not left unobserved.
-    let failure: { error: unknown } | undefined;
+    // once the lines already sent are over; it is held there meanwhile (waiting.failure).
+    const waiting = new WaitingLines(WAITING_LINES_PER_CHUNK, (outcome) => recorder.add(outcome));
     // The chunk's lines taken one at a time from the bytes read (not an async iterator's promise a line).
     const fromWorkFile = Boolean(batch.work_blob_key);
     const lines = fromWorkFile ? new PhysicalLineSplitter() : new PhysicalLineSplitter(chunk.first_line, chunk.start);
@@ -215,44 +212,27 @@ export class BatchRunner {
           physical = lines.finish();
           if (!physical) break;
         }
-        if (this.stopping || failure) break;
+        if (this.stopping || waiting.failure) break;
         if (isBlank(physical.text)) continue;
         // A work file's record names its input line.
         const line = fromWorkFile ? parseWorkRecord(physical.text) : physical;
         if ((fromWorkFile && isBlank(line.text)) || !recorder.awaits(line.number)) continue;
         const room = waiting.room();
         if (room) await room;
-        if (this.stopping || failure) break;
-        const leftQueue = waiting.enter();
-        // The line leaves the queue in its own handlers, not a finally() of its own: one promise fewer a line.
-        work.push(
-          this.lines.send(batch, engine, line.number, line.text, chunkSpan, leftQueue).then(
-            (outcome) => {
-              try {
-                if (outcome) recorder.add(outcome);
-                else leftOver++;
-              } finally {
-                leftQueue();
-              }
-            },
-            (error: unknown) => {
-              failure ??= { error };
-              leftQueue();
-            },
-          ),
-        );
+        if (this.stopping || waiting.failure) break;
+        this.lines.send(batch, engine, line.number, line.text, chunkSpan, waiting.enter());
       }
-      await Promise.all(work);
+      await waiting.allSettled();
       // The engines are done with the chunk: the next may start while its last group is recorded
       // (an append answered once the log's commit is flushed to disk). Held until then, a chunk of
       // a small batch spent much of its place waiting on that flush, with nothing to send.
       linesDone();
-      if (failure) throw failure.error;
+      if (waiting.failure) throw waiting.failure.error;
     } finally {
       source.destroy();
       await recorder.close();
     }
-    if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${leftOver} lines withdrawn, the rest not read): stopping`);
+    if (this.stopping) throw new ChunkInterruptedError(`chunk ${chunk.chunk} of ${chunk.batch_id} left unfinished (${waiting.leftOver} lines withdrawn, the rest not read): stopping`);
     if (!recorder.recorded) return NOTHING_RECORDED;
     const rendered = recorder.renderedParts();
     return rendered ? { recorded: true, rendered } : { recorded: true };
