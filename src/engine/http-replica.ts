@@ -222,6 +222,8 @@ function responseOf(answer: ExchangeAnswer, onDelta: TextDelta | undefined): Rep
     retryAfterMs,
     body: digest ? new JsonText(digest.json) : parsedAnswer(answer.text, answer.status, onDelta),
     bodyFields: digest ? { usage: digest.usage, id: digest.id, model: digest.model } : undefined,
+    // Set by the pool once it knows which replica answered: here so that every response has one shape.
+    servedBy: undefined,
   };
 }
 

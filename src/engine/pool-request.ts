@@ -3,6 +3,7 @@ import { type EngineListener, type EngineRequest, type EngineResponse, EngineUna
 import { ImageFetchError, type ImageResolver } from './images/image-resolver.js';
 import type { ReplicaListener, ReplicaResponse } from './replica.js';
 import type { ReplicaMember } from './replica-member.js';
+import type { ServedBy } from '../domain/line-outcome.js';
 import type { RequestOutcome } from './scheduling/capacity-window.js';
 import { slotsForWaitingWork } from './scheduling/hold-ahead.js';
 import type { ServiceClass, WorkItem } from './scheduling/scheduler.js';
@@ -67,6 +68,8 @@ export class PooledRequest implements WorkItem, ReplicaListener {
   private lastError = 'no attempt made';
   private retryAfterMs: number | undefined;
   private member: ReplicaMember | undefined;
+  /** This attempt's replica tells it its answer itself (sendTo), the response then its own. */
+  private heardDirectly = false;
   /** The listener was told: nothing more is. */
   private settled = false;
 
@@ -142,6 +145,7 @@ export class PooledRequest implements WorkItem, ReplicaListener {
       // Held requests go out within the slots work that can wait may use.
       const gate = member.ahead > 0 ? { limit: Math.max(1, slotsForWaitingWork(this.limit, this.reserved)) } : undefined;
       // The request hears the replica itself where the replica can tell it (no promise an attempt).
+      this.heardDirectly = member.replica.sendTo !== undefined;
       if (member.replica.sendTo) member.replica.sendTo(outgoing, this.onDelta, gate, this);
       else
         member.replica.send(outgoing, this.onDelta, gate).then(
@@ -182,7 +186,11 @@ export class PooledRequest implements WorkItem, ReplicaListener {
     if (!transient(response)) {
       member.health.answered();
       this.pool.attemptEnded(this, member);
-      this.succeed({ ...response, servedBy: member.servedBy() });
+      // A response told through sendTo is this request's own (Replica.sendTo): completed in place,
+      // not copied (every batch line's answer passes here).
+      if (this.heardDirectly) (response as { servedBy?: ServedBy }).servedBy = member.servedBy();
+      else response = { ...response, servedBy: member.servedBy() };
+      this.succeed(response);
       return;
     }
     member.health.failed(false, Date.now());

@@ -84,7 +84,8 @@ export interface Replica {
   send(request: EngineRequest, onDelta?: TextDelta, ahead?: { readonly limit: number }): Promise<ReplicaResponse>;
   /**
    * send() for a caller that listens rather than awaits, where the replica offers it: told once,
-   * answered or failed (possibly before it returns); no promise a request.
+   * answered or failed (possibly before it returns); no promise a request. The response it tells
+   * is made for this request alone: the listener may complete it (the pool sets `servedBy`).
    */
   sendTo?(request: EngineRequest, onDelta: TextDelta | undefined, ahead: { readonly limit: number } | undefined, listener: ReplicaListener): void;
   health(): Promise<boolean>;

@@ -18,6 +18,7 @@ export class LatencyFloor {
   private sum = 0;
   private sumOfSquares = 0;
   private recent: WindowSummary[] = [];
+  private lowestWindow: WindowSummary | undefined;
 
   constructor(
     /** Answers a window holds. */
@@ -37,6 +38,9 @@ export class LatencyFloor {
     this.recent.push({ count: this.count, mean, deviation: Math.sqrt(variance) });
     if (this.recent.length > this.windows) this.recent.shift();
     this.count = this.sum = this.sumOfSquares = 0;
+    // Found when a window closes, not at each read: the pool reads the floor two or three times a batch line.
+    this.lowestWindow = undefined;
+    for (const window of this.recent) if (!this.lowestWindow || window.mean < this.lowestWindow.mean) this.lowestWindow = window;
   }
 
   /** The lowest recent window mean, ms (Infinity before the first window). */
@@ -62,8 +66,6 @@ export class LatencyFloor {
   }
 
   private lowest(): WindowSummary | undefined {
-    let lowest: WindowSummary | undefined;
-    for (const window of this.recent) if (!lowest || window.mean < lowest.mean) lowest = window;
-    return lowest;
+    return this.lowestWindow;
   }
 }
