@@ -15,11 +15,13 @@ describe("a chunk's rendered lines held as bytes", () => {
     expect(parts.error.toString('utf8')).toBe('b failed\ne failed\n');
   });
 
-  it('keeps the bytes of text in every script, and grows past its first block without losing a line', () => {
+  it('keeps the bytes of text in every script across many blocks, a line longer than a block among them', () => {
     const rendered = new RenderedLines();
     const lines: string[] = [];
-    // About 600 KiB of lines with two-, three- and four-byte characters: many times the first block.
+    // About 600 KiB of lines with two-, three- and four-byte characters: many blocks' worth.
     for (let place = 0; place < 2000; place++) lines.push(`{"line":${place},"text":"${'é€😀'.repeat(40)}"}\n`);
+    // An embeddings answer can be longer than a block on its own.
+    lines[1000] = `{"line":1000,"text":"${'€'.repeat(40_000)}"}\n`;
     for (let place = lines.length - 1; place >= 0; place--) rendered.set(place, false, lines[place]!);
     const { output, error } = rendered.parts();
     expect(output.equals(Buffer.from(lines.join('')))).toBe(true);

@@ -4,23 +4,27 @@ export interface RenderedParts {
   readonly error: Buffer;
 }
 
-/** The first block of a chunk's rendered bytes; it doubles as it fills. */
-const FIRST_BLOCK_BYTES = 16 * 1024;
+/** A block of a chunk's rendered bytes: lines are written into it until the next might not fit, then into a new one. */
+const BLOCK_BYTES = 32 * 1024;
 /** UTF-8 bytes a UTF-16 code unit takes at most (a surrogate pair's two take four). */
 const MAX_BYTES_PER_UNIT = 3;
 
 /**
  * A chunk's rendered output and error lines as they come, in any order, each at its place in the
- * chunk: encoded at once into one growing block of bytes, with where each line lies in it. A line's
- * text, held as a string until the chunk ends (200 lines a chunk, each answered at its own time),
+ * chunk: encoded at once into blocks of bytes, with where each line lies in them. A line's text,
+ * held as a string until the chunk ends (200 lines a chunk, each answered at its own time),
  * outlived young collections and was copied into the old generation, and the chunk's strings were
  * joined and copied again when its part was written: held as bytes, outside the JavaScript heap,
- * the text is garbage as soon as it is encoded (bench/FINDINGS.md, 2026-12-02, morning).
+ * the text is garbage as soon as it is encoded (bench/FINDINGS.md, 2026-12-02, morning). Blocks of
+ * one size, not one block doubled as it fills: a doubled block left its smaller predecessors to
+ * the allocator for every chunk, and a batch's peak RSS rose by some 4 MiB.
  */
 export class RenderedLines {
-  private bytes = Buffer.allocUnsafe(FIRST_BLOCK_BYTES);
+  private readonly blocks: Buffer[] = [];
+  /** Bytes used of the last block. */
   private used = 0;
-  /** Per place: where its line starts in `bytes` (undefined: none yet), where it ends, and whether it is an error line. */
+  /** Per place: its line's block (undefined: none yet), where the line starts and ends in it, and whether it is an error line. */
+  private readonly blockOf: number[] = [];
   private readonly starts: number[] = [];
   private readonly ends: number[] = [];
   private readonly failed: boolean[] = [];
@@ -33,9 +37,16 @@ export class RenderedLines {
 
   /** The line at `place`, rendered (`text` ends with its newline); a place set again keeps its latest line. */
   set(place: number, failed: boolean, text: string): void {
-    this.room(text.length * MAX_BYTES_PER_UNIT);
-    const written = this.bytes.write(text, this.used, 'utf8');
-    if (this.starts[place] === undefined) this.count += 1;
+    const most = text.length * MAX_BYTES_PER_UNIT;
+    let block = this.blocks.at(-1);
+    if (!block || this.used + most > block.length) {
+      block = Buffer.allocUnsafe(Math.max(BLOCK_BYTES, most));
+      this.blocks.push(block);
+      this.used = 0;
+    }
+    const written = block.write(text, this.used, 'utf8');
+    if (this.blockOf[place] === undefined) this.count += 1;
+    this.blockOf[place] = this.blocks.length - 1;
     this.starts[place] = this.used;
     this.ends[place] = this.used + written;
     this.failed[place] = failed;
@@ -46,32 +57,22 @@ export class RenderedLines {
   parts(): RenderedParts {
     let outputBytes = 0;
     let errorBytes = 0;
-    for (let place = 0; place < this.starts.length; place++) {
-      const start = this.starts[place];
-      if (start === undefined) continue;
-      if (this.failed[place]) errorBytes += this.ends[place]! - start;
-      else outputBytes += this.ends[place]! - start;
+    for (let place = 0; place < this.blockOf.length; place++) {
+      if (this.blockOf[place] === undefined) continue;
+      const bytes = this.ends[place]! - this.starts[place]!;
+      if (this.failed[place]) errorBytes += bytes;
+      else outputBytes += bytes;
     }
     const output = Buffer.allocUnsafe(outputBytes);
     const error = Buffer.allocUnsafe(errorBytes);
     let outputAt = 0;
     let errorAt = 0;
-    for (let place = 0; place < this.starts.length; place++) {
-      const start = this.starts[place];
-      if (start === undefined) continue;
-      if (this.failed[place]) errorAt += this.bytes.copy(error, errorAt, start, this.ends[place]);
-      else outputAt += this.bytes.copy(output, outputAt, start, this.ends[place]);
+    for (let place = 0; place < this.blockOf.length; place++) {
+      const block = this.blockOf[place];
+      if (block === undefined) continue;
+      if (this.failed[place]) errorAt += this.blocks[block]!.copy(error, errorAt, this.starts[place], this.ends[place]);
+      else outputAt += this.blocks[block]!.copy(output, outputAt, this.starts[place], this.ends[place]);
     }
     return { output, error };
-  }
-
-  /** Makes room for `bytes` more. */
-  private room(bytes: number): void {
-    if (this.used + bytes <= this.bytes.length) return;
-    let size = this.bytes.length * 2;
-    while (size < this.used + bytes) size *= 2;
-    const grown = Buffer.allocUnsafe(size);
-    this.bytes.copy(grown, 0, 0, this.used);
-    this.bytes = grown;
   }
 }
