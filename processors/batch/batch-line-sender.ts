@@ -151,22 +151,22 @@ class LineAnswer implements EngineListener {
   ) {}
 
   answered(response: EngineResponse): void {
-    this.settle(() => this.sender.answeredOutcome(this.batch, this.subject, response, this.heard));
+    this.settle(response, undefined);
   }
 
   failed(error: unknown): void {
-    this.settle(() => this.sender.unanswered(this.batch, this.subject, error));
+    this.settle(undefined, error);
   }
 
   /** The line's outcome, or what kept it from having one (the chunk then fails, as a line that cannot be sent does). */
-  private settle(outcome: () => LineOutcome | undefined): void {
-    let settled: LineOutcome | undefined;
+  private settle(response: EngineResponse | undefined, error: unknown): void {
+    let outcome: LineOutcome | undefined;
     try {
-      settled = outcome();
-    } catch (error) {
-      return this.listener.failed(error);
+      outcome = response ? this.sender.answeredOutcome(this.batch, this.subject, response, this.heard) : this.sender.unanswered(this.batch, this.subject, error);
+    } catch (thrown) {
+      return this.listener.failed(thrown);
     }
-    this.listener.settled(settled);
+    this.listener.settled(outcome);
   }
 }
 

@@ -40,14 +40,6 @@ interface Pending {
   withdraw: (() => boolean) | undefined;
 }
 
-/** An exchange's answer as a promise's settling: for post(). */
-class PromisedExchange implements ExchangeListener {
-  constructor(
-    readonly answered: (answer: ExchangeAnswer) => void,
-    readonly failed: (error: Error) => void,
-  ) {}
-}
-
 /** How often held exchanges are checked for withdrawal: a batch stopped is seen within this. */
 const WITHDRAW_CHECK_MS = 10;
 
@@ -84,7 +76,7 @@ export class EngineIo {
    * or with RequestWithdrawnError when a held exchange is withdrawn.
    */
   post(agent: string, url: string, headers: Record<string, string>, payload: string, timeoutMs: number, options: ExchangeOptions = {}): Promise<ExchangeAnswer> {
-    return new Promise<ExchangeAnswer>((resolve, reject) => this.postTo(agent, url, headers, payload, timeoutMs, options, new PromisedExchange(resolve, reject)));
+    return new Promise<ExchangeAnswer>((resolve, reject) => this.postTo(agent, url, headers, payload, timeoutMs, options, { answered: resolve, failed: reject }));
   }
 
   /**

@@ -45,7 +45,7 @@ export class LatencyFloor {
 
   /** The lowest recent window mean, ms (Infinity before the first window). */
   get floorMs(): number {
-    return this.lowest()?.mean ?? Number.POSITIVE_INFINITY;
+    return this.lowestWindow?.mean ?? Number.POSITIVE_INFINITY;
   }
 
   /**
@@ -53,7 +53,7 @@ export class LatencyFloor {
    * the recent window means, which lies about √(2 ln K) standard errors below what they measure.
    */
   get uncrowdedMs(): number {
-    const floor = this.lowest();
+    const floor = this.lowestWindow;
     if (!floor) return Number.POSITIVE_INFINITY;
     const lowestBias = Math.sqrt(2 * Math.log(Math.max(2, this.recent.length)));
     return floor.mean + (lowestBias * floor.deviation) / Math.sqrt(floor.count);
@@ -63,9 +63,5 @@ export class LatencyFloor {
   get variation(): number {
     const latest = this.recent.at(-1);
     return latest && latest.mean > 0 ? latest.deviation / latest.mean : 0;
-  }
-
-  private lowest(): WindowSummary | undefined {
-    return this.lowestWindow;
   }
 }
