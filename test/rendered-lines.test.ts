@@ -28,6 +28,18 @@ describe("a chunk's rendered lines held as bytes", () => {
     expect(error.length).toBe(0);
   });
 
+  it('holds a chunk of long lines in blocks they fill, not a block a line', () => {
+    const rendered = new RenderedLines();
+    // An embeddings output line: over 8 KB of digits, which at their worst (three bytes a character) would fill a block alone.
+    const line = `{"embedding":[${Array.from({ length: 440 }, (_, index) => (index / 7).toFixed(15)).join(',')}]}\n`;
+    expect(line.length).toBeGreaterThan(32 * 1024 / 4);
+    for (let place = 0; place < 200; place++) rendered.set(place, false, line);
+    const bytes = 200 * line.length;
+    expect(rendered.parts().output.length).toBe(bytes);
+    // Three lines to a 32 KiB block (a block a line held four times the lines).
+    expect(rendered.heldBytes).toBeLessThan(bytes * 1.4);
+  });
+
   it('counts a place given twice once, with its latest line', () => {
     const rendered = new RenderedLines();
     rendered.set(0, false, 'first\n');

@@ -10,6 +10,17 @@ const BLOCK_BYTES = 32 * 1024;
 const MAX_BYTES_PER_UNIT = 3;
 
 /**
+ * Whether `text` fits in `room` bytes: its length and its worst case decide most lines; the bytes
+ * are counted only between the two. Judged by its worst case alone, an embeddings output line (over
+ * 8 KB of digits, three times that at worst) took a 32 KiB block of its own, and a batch of them held
+ * four times its bytes.
+ */
+function fits(text: string, room: number): boolean {
+  if (text.length > room) return false;
+  return text.length * MAX_BYTES_PER_UNIT <= room || Buffer.byteLength(text, 'utf8') <= room;
+}
+
+/**
  * A chunk's rendered output and error lines as they come, in any order, each at its place in the
  * chunk: encoded at once into blocks of bytes, with where each line lies in them. A line's text,
  * held as a string until the chunk ends (200 lines a chunk, each answered at its own time),
@@ -30,6 +41,13 @@ export class RenderedLines {
   private readonly failed: boolean[] = [];
   private count = 0;
 
+  /** Bytes of the blocks the lines are held in, used or not. */
+  get heldBytes(): number {
+    let bytes = 0;
+    for (const block of this.blocks) bytes += block.length;
+    return bytes;
+  }
+
   /** Lines rendered so far (each place once). */
   get lines(): number {
     return this.count;
@@ -37,10 +55,9 @@ export class RenderedLines {
 
   /** The line at `place`, rendered (`text` ends with its newline); a place set again keeps its latest line. */
   set(place: number, failed: boolean, text: string): void {
-    const most = text.length * MAX_BYTES_PER_UNIT;
     let block = this.blocks.at(-1);
-    if (!block || this.used + most > block.length) {
-      block = Buffer.allocUnsafe(Math.max(BLOCK_BYTES, most));
+    if (!block || !fits(text, block.length - this.used)) {
+      block = Buffer.allocUnsafe(Math.max(BLOCK_BYTES, text.length * MAX_BYTES_PER_UNIT));
       this.blocks.push(block);
       this.used = 0;
     }
