@@ -30,19 +30,21 @@ export function batchingEngineSections(results: Results, format: Format): { summ
     '| engine | ceiling | gauges | best bare loop | this build, running | of the best | end to end | engine batch | previous build, running | of the best | end to end | engine batch | target | |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
+  // One decimal, cut rather than rounded: these cases sit at their target, and a rounded figure read 95% for a case at 94.998%.
+  const nearTarget = (ratio: number) => `${fixed(Math.floor(ratio * 1000) / 10, 1)}%`;
   let worst = Number.POSITIVE_INFINITY;
   for (const entry of b.alone) {
     const sweep = b.sweeps.find((candidate) => candidate.kind === entry.kind && candidate.ceilingTimes === entry.ceilingTimes)!;
     const ratio = entry.ratio.this ?? 0;
     worst = Math.min(worst, ratio);
     const side = (build: 'this' | 'previous') =>
-      entry.spool[build] === undefined ? '| n/a | | | ' : `| ${fixed(entry.spool[build]!, 0)} lines/s | ${percent(entry.ratio[build]!)} | ${percent(entry.endToEndRatio?.[build] ?? Number.NaN)} | ${fixed(entry.meanBatch[build]!)} `;
+      entry.spool[build] === undefined ? '| n/a | | | ' : `| ${fixed(entry.spool[build]!, 0)} lines/s | ${nearTarget(entry.ratio[build]!)} | ${percent(entry.endToEndRatio?.[build] ?? Number.NaN)} | ${fixed(entry.meanBatch[build]!)} `;
     lines.push(
       `| ${entry.kind} | ${entry.ceilingTimes}× (${entry.ceilingTimes * b.engines[entry.kind].maxNumSeqs}) | ${entry.gauges ? 'read' : 'not read'} | ${fixed(sweep.best, 0)}/s at ${sweep.bestConcurrency} ${side('this')}${side('previous')}| ≥ 95% | ${met(ratio >= 0.95)} |`,
     );
   }
   if (b.alone.length > 0) {
-    summary.push(`| 11. A batch alone on a batching engine (chat and embeddings, 1× and 4×, gauges or not; the lowest) | best bare loop of each | ${b.alone.length} cases | ${percent(worst)} | ≥ 95% | ${met(worst >= 0.95)} |`);
+    summary.push(`| 11. A batch alone on a batching engine (chat and embeddings, 1× and 4×, gauges or not; the lowest) | best bare loop of each | ${b.alone.length} cases | ${nearTarget(worst)} | ≥ 95% | ${met(worst >= 0.95)} |`);
     lines.push('', 'The bare loop at each concurrency (requests/s, medians): ' + b.sweeps.map((sweep) => `${sweep.kind} ${sweep.ceilingTimes}×: ${sweep.points.map((point) => `${point.concurrency}→${fixed(point.rate, 0)}`).join(', ')}`).join('; ') + '.');
   }
   if (b.live) {
